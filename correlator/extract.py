@@ -1,0 +1,628 @@
+"""One source in, one ``Digest`` out: the streaming, bounded-memory extraction stage.
+
+Owns reading a source in large buffers, running the scanner over the bytes, confirming candidate
+lines with the rules, giving each match its identity and time, and the few facts the global stage
+needs (per-writer first/last output and progress from the head and tail windows, identity
+statements, diagnostics). Memory is bounded by the buffer size, the kept history and the caps on
+matches; nothing here depends on other sources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import tzinfo
+
+from correlator.model import (
+    Anchor, Diagnostic, Digest, IdentityFact, Match, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
+)
+from correlator.prefixes import NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, split_prefix, strip_ansi
+from correlator.ruleset import PatternTimeout, RuleSet
+from correlator.scan import Pattern, Scanner, make_scanner
+from correlator.timestamps import NS, Parsed, StampParser
+
+CHUNK_BYTES = 8 << 20
+#: bytes of the previous buffer kept for event-scope look-back and inherited times
+KEEP_BYTES = 1 << 20
+HEAD_BYTES = 1 << 20
+TAIL_BYTES = 2 << 20
+#: a line longer than this is cut for matching and display (the rest is still scanned)
+MAX_LINE_BYTES = 1 << 20
+#: matches kept per (rule, writer) in one source: the first ones and the last ones
+KEEP_FIRST, KEEP_LAST = 40, 10
+#: how many lines around a candidate are searched for a stamp or for context
+LOOK_LINES = 400
+CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
+
+_PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?\s*(\d{1,9})\b")
+_TABLE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
+_TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
+_TABLE_EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)")
+_NCCL_COMM = re.compile(r"NCCL INFO comm 0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)")
+_RDZV_GROUP = re.compile(r"group_rank=(\d+)")
+_RDZV_GLOBAL = re.compile(r"global_ranks=\[([\d, ]*)\]")
+_RDZV_LOCAL = re.compile(r"local_ranks=\[([\d, ]*)\]")
+
+# built-in fact patterns, scanned with the rules (ids after the rules' own)
+_FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("table", r"rank\s*:\s*-?\d+\s*\(local_rank:\s*\d+\)", ("(local_rank:",)),
+    ("nccl-comm", r"NCCL INFO comm 0x[0-9a-fA-F]+ rank \d+ n[Rr]anks \d+", ("NCCL INFO comm 0x",)),
+    ("rendezvous", r"global_ranks=\[", ("global_ranks=[",)),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractOptions:
+    tz: tzinfo | None = None
+    chunk_bytes: int = CHUNK_BYTES
+    scanner: str | None = None
+
+
+class Engine:
+    """The compiled rule set and scanner: built once per process, used for every source."""
+
+    def __init__(self, rules: list[Rule], scanner: str | None = None) -> None:
+        self.ruleset = RuleSet(rules)
+        patterns: list[Pattern] = []
+        self.pattern_rule: list[int] = []  # pattern id -> rule index, or -1 - fact index
+        for ri, rule in enumerate(self.ruleset.rules):
+            for rx in rule.match.any:
+                patterns.append(Pattern(len(patterns), rx, rule.match.prefilter))
+                self.pattern_rule.append(ri)
+        for fi, (_name, rx, kws) in enumerate(_FACTS):
+            patterns.append(Pattern(len(patterns), rx, kws))
+            self.pattern_rule.append(-1 - fi)
+        self.scanner: Scanner = make_scanner(patterns, scanner)
+
+
+@dataclass
+class _Writer:
+    """Running facts about one writer (prefix key) of a source."""
+
+    lines: int = 0
+    first_ns: int | None = None
+    last_ns: int | None = None
+    last_offset: int = 0
+    last_step: int | None = None
+    last_step_ns: int | None = None
+    who: Who = field(default_factory=Who)
+
+
+class _State:
+    def __init__(self, src: SourceInfo, engine: Engine, opts: ExtractOptions) -> None:
+        self.src = src
+        self.engine = engine
+        ref = None
+        if src.kind != "stdin":
+            try:
+                ref = int(os.path.getmtime(src.path) * NS)
+            except OSError:
+                ref = None
+        self.stamps = StampParser(opts.tz, ref)
+        self.matches: list[Match] = []
+        self.kept: dict[tuple[str, tuple], int] = defaultdict(int)
+        self.tail_keep: dict[tuple[str, tuple], list[Match]] = defaultdict(list)
+        self.dropped: dict[str, int] = defaultdict(int)
+        self.identities: list[IdentityFact] = []
+        self.diags: list[Diagnostic] = []
+        self.last_stamp: dict[tuple, int] = {}
+        self.lines_capped = 0
+        self.timeouts: set[str] = set()
+        self.hosts: dict[tuple, str] = {}
+        self.pids: dict[tuple, int] = {}
+        self.tz_assumed = False
+        self.year_inferred = False
+
+    def add_match(self, m: Match, key: tuple) -> None:
+        k = (m.rule_id, key)
+        n = self.kept[k]
+        self.kept[k] = n + 1
+        if n < KEEP_FIRST:
+            self.matches.append(m)
+            return
+        last = self.tail_keep[k]
+        last.append(m)
+        if len(last) > KEEP_LAST:
+            last.pop(0)
+            self.dropped[m.rule_id] += 1
+
+
+def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who:
+    rank = prefix.rank
+    if rank is None and src.file_rank is not None and prefix.task is None:
+        rank = src.file_rank
+    if rank is None and prefix.task is None and prefix.local_rank is None:
+        cap = caps.get("rank")
+        if cap is not None and cap.lstrip("-").isdigit():
+            rank = int(cap)
+        elif src.file_local_rank is None:
+            rank = rank_in_text(msg)
+    local = prefix.local_rank
+    if local is None and caps.get("local_rank", "").isdigit():
+        local = int(caps["local_rank"])
+    if local is None:
+        local = src.file_local_rank
+    host = caps.get("host")
+    pid = int(caps["pid"]) if caps.get("pid", "").isdigit() else None
+    origin = nccl_origin(msg)
+    if origin is not None:
+        host = host or origin[0]
+        pid = pid or origin[1]
+    if host is None and src.file_node is not None:
+        host = src.file_node
+    return Who(rank=rank, local_rank=local, task=prefix.task, host=host, pid=pid)
+
+
+class _Buffer:
+    """A line-aligned region of the source with the bytes kept before it."""
+
+    def __init__(self, data: bytes, begin: int, base_offset: int, base_line: int) -> None:
+        self.data = data  # kept history + new region
+        self.begin = begin  # index in data where the new region starts
+        self.base_offset = base_offset  # source offset of data[0]
+        self.base_line = base_line  # 1-based line number of the line starting at data[begin]
+
+    def line_at(self, start: int) -> tuple[int, int]:
+        end = self.data.find(b"\n", start)
+        return start, (len(self.data) if end < 0 else end)
+
+    def lines_before(self, start: int, n: int) -> Iterator[tuple[int, int]]:
+        """Up to ``n`` (start, end) spans of the lines before ``start``, nearest first."""
+        data = self.data
+        end = start - 1
+        for _ in range(n):
+            if end < 0:
+                return
+            s = data.rfind(b"\n", 0, end) + 1
+            yield s, end
+            end = s - 1
+
+    def lines_after(self, start: int, n: int) -> Iterator[tuple[int, int]]:
+        data = self.data
+        nl = data.find(b"\n", start)
+        for _ in range(n):
+            if nl < 0:
+                return
+            s = nl + 1
+            nl = data.find(b"\n", s)
+            if s >= len(data):
+                return
+            yield s, (len(data) if nl < 0 else nl)
+
+
+def _decode(raw: bytes) -> str:
+    return strip_ansi(raw[:MAX_LINE_BYTES].decode("utf-8", "replace"))
+
+
+def _same_writer(data: bytes, s: int, pbytes: bytes) -> bool:
+    return not pbytes or data.startswith(pbytes, s)
+
+
+def _prefix_bytes(raw: bytes, prefix: Prefix) -> bytes:
+    # the raw bytes of the prefix (prefixes are ASCII, so characters == bytes)
+    return raw[: prefix.length] if prefix.length else b""
+
+
+def _parse_line(raw: bytes) -> tuple[Prefix, str]:
+    return split_prefix(_decode(raw))
+
+
+def _stamp_of(state: _State, msg: str) -> Parsed | None:
+    p = state.stamps.parse(msg)
+    if p is not None:
+        if p.tz_assumed:
+            state.tz_assumed = True
+        if p.year_inferred:
+            state.year_inferred = True
+        else:
+            state.stamps.observe(p)
+    return p
+
+
+def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple) -> tuple[int | None, int | None, int | None]:
+    """(time, lo, hi) from the nearest stamped lines of the same writer before and after."""
+    data = buf.data
+    lo = None
+    for s, e in buf.lines_before(start, LOOK_LINES):
+        if _same_writer(data, s, pbytes):
+            _, msg = _parse_line(data[s:e])
+            p = _stamp_of(state, msg)
+            if p is not None:
+                lo = p.time_ns
+                break
+    if lo is None:
+        lo = state.last_stamp.get(key)
+    hi = None
+    for s, e in buf.lines_after(start, LOOK_LINES):
+        if _same_writer(data, s, pbytes):
+            _, msg = _parse_line(data[s:e])
+            p = _stamp_of(state, msg)
+            if p is not None:
+                hi = p.time_ns + p.resolution_ns
+                break
+    if lo is not None and hi is not None and hi < lo:
+        hi = lo  # a clock that stepped back: do not invent a negative interval
+    return lo, lo, hi
+
+
+def _context(buf: _Buffer, start: int, pbytes: bytes, n_before: int, n_after: int) -> tuple[list[str], list[str]]:
+    data = buf.data
+    before: list[str] = []
+    for s, e in buf.lines_before(start, LOOK_LINES):
+        if len(before) >= n_before:
+            break
+        if _same_writer(data, s, pbytes):
+            _, msg = _parse_line(data[s:e])
+            before.append(msg.rstrip("\r"))
+    before.reverse()
+    after: list[str] = []
+    for s, e in buf.lines_after(start, LOOK_LINES):
+        if len(after) >= n_after:
+            break
+        if _same_writer(data, s, pbytes):
+            _, msg = _parse_line(data[s:e])
+            after.append(msg.rstrip("\r"))
+    return before, after
+
+
+def _table_fact(state: _State, buf: _Buffer, start: int, prefix: Prefix, msg: str, pbytes: bytes) -> None:
+    """A torchelastic failure-table record around its ``rank : N (local_rank: M)`` line."""
+    m = _TABLE_RANK.search(msg)
+    if not m or not re.match(r"\s*rank\s*:", msg):
+        return
+    fields: dict[str, str] = {}
+    before, after = _context(buf, start, pbytes, 6, 6)
+    section_root = False
+    for line in before:
+        f = _TABLE_FIELD.match(line)
+        if f:
+            fields.setdefault(f.group(1), f.group(2).strip())
+        elif re.match(r"\s*\[\d+\]:\s*$", line):
+            fields.clear()  # a new record starts
+    for line in after:
+        if re.match(r"\s*\[\d+\]:\s*$", line) or line.startswith("---") or line.startswith("==="):
+            break
+        f = _TABLE_FIELD.match(line)
+        if f:
+            fields.setdefault(f.group(1), f.group(2).strip())
+    for s, e in buf.lines_before(start, 60):
+        if not _same_writer(buf.data, s, pbytes):
+            continue
+        _, line = _parse_line(buf.data[s:e])
+        if "Root Cause (first observed failure)" in line:
+            section_root = True
+            break
+        if "Failures:" in line or "Other Failures:" in line:
+            break
+    exitcode = pid = None
+    ex = _TABLE_EXIT.search(fields.get("exitcode", ""))
+    if ex:
+        exitcode, pid = int(ex.group(1)), int(ex.group(2))
+    t = None
+    if fields.get("time"):
+        p = state.stamps.parse(fields["time"])
+        t = p.time_ns if p else None
+    rank = int(m.group(1))
+    who = Who(rank=rank if rank >= 0 else None, local_rank=int(m.group(2)), task=prefix.task,
+              host=fields.get("host") or None, pid=pid)
+    state.identities.append(IdentityFact(who, prefix.task, state.src.path, "failure-table", t, exitcode, section_root))
+
+
+def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, msg: str, pbytes: bytes) -> None:
+    name = _FACTS[kind][0]
+    if name == "table":
+        _table_fact(state, buf, start, prefix, msg, pbytes)
+    elif name == "nccl-comm":
+        m = _NCCL_COMM.search(msg)
+        origin = nccl_origin(msg)
+        if m:
+            who = Who(rank=int(m.group(1)), local_rank=origin[2] if origin else prefix.local_rank,
+                      task=prefix.task, host=origin[0] if origin else None, pid=origin[1] if origin else None)
+            if prefix.rank is not None and prefix.rank != who.rank:
+                return  # a sub-communicator's rank, not the global one
+            state.identities.append(IdentityFact(who, prefix.task, state.src.path, "nccl-init"))
+    elif name == "rendezvous":
+        g = _RDZV_GLOBAL.search(msg)
+        if not g:
+            return
+        group = None
+        local_list = None
+        for s, e in buf.lines_before(start, 12):
+            _, line = _parse_line(buf.data[s:e])
+            mg = _RDZV_GROUP.search(line)
+            if mg and group is None:
+                group = int(mg.group(1))
+            ml = _RDZV_LOCAL.search(line)
+            if ml and local_list is None:
+                local_list = [int(x) for x in ml.group(1).replace(" ", "").split(",") if x]
+        globals_ = [int(x) for x in g.group(1).replace(" ", "").split(",") if x]
+        locals_ = local_list if local_list and len(local_list) == len(globals_) else list(range(len(globals_)))
+        for lr, gr in zip(locals_, globals_):
+            state.identities.append(IdentityFact(Who(rank=gr, local_rank=lr, task=prefix.task), prefix.task,
+                                                 state.src.path, "rendezvous"))
+
+
+def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]]) -> None:
+    engine = state.engine
+    rs = engine.ruleset
+    data = buf.data
+    line_no = buf.base_line
+    counted_to = buf.begin
+    for start in sorted(lines):
+        if start < buf.begin:
+            continue
+        line_no += data.count(b"\n", counted_to, start)
+        counted_to = start
+        _, end = buf.line_at(start)
+        raw = data[start:end]
+        if len(raw) > MAX_LINE_BYTES:
+            state.lines_capped += 1
+        prefix, msg = _parse_line(raw)
+        pbytes = _prefix_bytes(raw, prefix)
+        key = prefix.key
+        rule_idx: set[int] = set()
+        for pid in lines[start]:
+            target = engine.pattern_rule[pid]
+            if target >= 0:
+                rule_idx.add(target)
+            else:
+                _fact(state, buf, -1 - target, start, prefix, msg, pbytes)
+        if not rule_idx:
+            continue
+        frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
+        found: list[tuple[Rule, dict[str, str], str]] = []
+        event_ctx: list[str] | None = None
+        for ri in rule_idx:
+            rule = rs.rules[ri]
+            ctx: list[str] = []
+            if rule.match.scope is Scope.EVENT:
+                if event_ctx is None:
+                    event_ctx, _ = _context(buf, start, pbytes, 200, 0)
+                ctx = event_ctx[-rule.match.context_lines:]
+            for frame in frames:
+                try:
+                    caps = rs.confirm(ri, frame, ctx)
+                except PatternTimeout as e:
+                    if e.rule_id not in state.timeouts:
+                        state.timeouts.add(e.rule_id)
+                        state.diags.append(Diagnostic(
+                            "warning", state.src.path,
+                            f"rule {e.rule_id}: pattern took longer than the time limit on line {line_no} "
+                            f"and was abandoned there (a catastrophic pattern? check it with 'correlate rules check')"))
+                    continue
+                if caps is not None:
+                    found.append((rule, caps, frame))
+                    break
+        if not found:
+            continue
+        top = max(r.priority for r, _, _ in found)
+        p = _stamp_of(state, msg)
+        if p is not None:
+            t, lo, hi, kind = p.time_ns, p.time_ns, p.time_ns + p.resolution_ns, TimeKind.OWN
+            state.last_stamp[key] = p.time_ns
+        else:
+            t, lo, hi = _inherit(state, buf, start, pbytes, key)
+            kind = TimeKind.INHERITED if t is not None else TimeKind.NONE
+        before, after = _context(buf, start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
+        context = tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
+        for rule, caps, frame in found:
+            if rule.priority != top:
+                continue
+            who = _who(state.src, prefix, caps, frame)
+            if who.host is None and key in state.hosts:
+                who = Who(who.rank, who.local_rank, who.task, state.hosts[key], who.pid)
+            elif who.host is not None and who.rank is not None:
+                state.hosts.setdefault(key, who.host)
+            state.add_match(Match(
+                rule_id=rule.id, path=state.src.path, line=line_no, offset=buf.base_offset + start,
+                text=clean(frame), who=who, time_ns=t, lo_ns=lo, hi_ns=hi, time_kind=kind,
+                captures=tuple(sorted(caps.items())), context=context, attempt=state.src.attempt,
+                tz_assumed=bool(p and p.tz_assumed),
+            ), key)
+
+
+def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tuple, _Writer],
+                  anchors: dict[tuple, Anchor], head: bool) -> None:
+    """Per-writer first/last stamps, last progress and step anchors from a head or tail window."""
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    offset = base_offset
+    seen_first: set[tuple] = set()
+    for raw in lines:
+        line_offset = offset
+        offset += len(raw) + 1
+        if not raw.strip():
+            continue
+        prefix, msg = _parse_line(raw)
+        key = prefix.key
+        w = writers.get(key)
+        if w is None:
+            w = writers[key] = _Writer(who=_who(state.src, prefix, {}, ""))
+        if head:
+            if key in seen_first:
+                if b"step" not in raw and b"iter" not in raw and b"Step" not in raw:
+                    continue
+            p = _stamp_of(state, msg)
+            if p is not None and key not in seen_first:
+                seen_first.add(key)
+                if w.first_ns is None or p.time_ns < w.first_ns:
+                    w.first_ns = p.time_ns
+        else:
+            w.lines += 1
+            w.last_offset = max(w.last_offset, line_offset)
+            p = _stamp_of(state, msg)
+            if p is not None:
+                w.last_ns = p.time_ns
+                state.last_stamp[key] = p.time_ns
+        if p is None:
+            continue
+        pm = _PROGRESS.search(raw)
+        if pm is None:
+            continue
+        step = int(pm.group(1))
+        if w.last_step is None or step >= w.last_step:
+            w.last_step, w.last_step_ns = step, p.time_ns
+        akey = ("step", str(step), key)
+        if akey not in anchors:
+            anchors[akey] = Anchor("step", str(step), w.who, p.time_ns, state.src.path)
+
+
+def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:
+    """torchelastic's error file as log lines: its time, message and Python call stack."""
+    try:
+        doc = json.loads(raw.decode("utf-8", "replace"))
+        msg = doc["message"]
+        if isinstance(msg, str):
+            text, stack, ts = msg, "", None
+        else:
+            text = str(msg.get("message", ""))
+            extra = msg.get("extraInfo", {}) or {}
+            stack = str(extra.get("py_callstack", ""))
+            ts = extra.get("timestamp")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return raw, Diagnostic("info", src.path, "error file is not torchelastic's JSON: read as text")
+    stamp = ""
+    if ts is not None and str(ts).isdigit():
+        stamp = f"{int(ts)} "
+    lines = [stamp + "[error.json] " + line for line in (stack.rstrip("\n").split("\n") if stack else [])]
+    lines.append(stamp + text.replace("\n", " "))
+    return ("\n".join(lines) + "\n").encode("utf-8"), None
+
+
+def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None) -> Digest:
+    """Read one source to the end and return its digest. Problems become diagnostics; never raises
+    on the source's content."""
+    from correlator.sources import open_source, text_probe
+
+    opts = opts or ExtractOptions()
+    state = _State(src, engine, opts)
+    writers: dict[tuple, _Writer] = {}
+    anchors: dict[tuple, Anchor] = {}
+    total = 0
+    lines_total = 0
+    skipped = 0
+    try:
+        stream, kind = open_source(src)
+    except OSError as e:
+        return Digest(src, diagnostics=(Diagnostic("error", src.path, f"cannot open: {e.strerror or e}"),))
+    keep = b""
+    keep_line = 1
+    tail = b""
+    head_done = False
+    offset = 0  # source offset of the first byte not yet in a processed region
+    carry = b""
+    try:
+        with stream:
+            chunks = _read(stream, opts.chunk_bytes, src, state)
+            if src.stream == "error.json":
+                whole = b"".join(chunks)
+                converted, d = _error_json(whole, src)
+                if d:
+                    state.diags.append(d)
+                total = len(whole)
+                chunks = iter([converted])
+            first = True
+            for chunk in chunks:
+                if src.stream != "error.json":
+                    total += len(chunk)
+                if first:
+                    first = False
+                    if not text_probe(chunk[:8192]):
+                        state.diags.append(Diagnostic("warning", src.path,
+                                                      "looks binary, not a text log: skipped (pass a text log)"))
+                        skipped += len(chunk) + sum(len(c) for c in chunks)
+                        total = skipped
+                        break
+                data = carry + chunk
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    if len(data) <= MAX_LINE_BYTES * 4:
+                        carry = data
+                        continue
+                    cut = len(data)  # a line longer than any sane one: process what we have
+                    state.lines_capped += 1
+                region, carry = data[:cut], data[cut:]
+                keep_line, keep, tail, head_done = _process_region(
+                    state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
+                lines_total += region.count(b"\n")
+                offset += len(region)
+            if carry:
+                region = carry + b"\n"
+                keep_line, keep, tail, head_done = _process_region(
+                    state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
+                lines_total += 1
+                offset += len(carry)
+    except (EOFError, OSError, ValueError) as e:
+        what = {"gzip": "gzip", "zstd": "zstd", "bz2": "bz2", "xz": "xz"}.get(kind, "")
+        reason = str(e) or type(e).__name__
+        state.diags.append(Diagnostic(
+            "error", src.path,
+            f"{'truncated or corrupt ' + what + ' stream' if what else 'read error'} after {offset + len(carry)} "
+            f"bytes ({reason}); what came before was analysed, the rest is lost"))
+        if carry:
+            keep_line, keep, tail, head_done = _process_region(
+                state, carry + b"\n", keep, keep_line, offset, tail, writers, anchors, head_done)
+            offset += len(carry)
+    if tail:
+        _window_facts(state, tail, offset - len(tail), writers, anchors, head=False)
+    single = len(writers) <= 1 or src.file_rank is not None or src.file_local_rank is not None
+    streams = []
+    for key, w in writers.items():
+        lines = lines_total if single and len(writers) == 1 else w.lines
+        streams.append(StreamFacts(w.who, src.path, lines, w.first_ns, w.last_ns, w.last_offset,
+                                   w.last_step, w.last_step_ns, src.attempt))
+    matches = list(state.matches)
+    for kept in state.tail_keep.values():
+        matches.extend(kept)
+    for rule_id, n in sorted(state.dropped.items()):
+        state.diags.append(Diagnostic("info", src.path, f"{n} more matches of {rule_id} not kept (first and last kept)"))
+    if state.lines_capped:
+        state.diags.append(Diagnostic("warning", src.path,
+                                      f"{state.lines_capped} line(s) longer than {MAX_LINE_BYTES >> 20} MiB: "
+                                      f"scanned, but cut for matching and display"))
+    matches.sort(key=lambda m: m.offset)
+    if state.tz_assumed:
+        state.diags.append(Diagnostic("info", src.path, "timestamps without a zone: read as local time of the analysis zone (--tz)"))
+    if state.year_inferred:
+        state.diags.append(Diagnostic("info", src.path, "timestamps without a year (glog/syslog): year inferred from the file's other stamps or its modification time"))
+    return Digest(src, tuple(matches), tuple(streams), tuple(anchors.values()), tuple(state.identities),
+                  tuple(state.diags), total, lines_total, skipped, state.lines_capped)
+
+
+def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
+    while True:
+        buf = stream.read(size)
+        if not buf:
+            return
+        yield buf
+
+
+def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, offset: int, tail: bytes,
+                    writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor],
+                    head_done: bool) -> tuple[int, bytes, bytes, bool]:
+    """Scan one line-aligned region (with the kept bytes before it for look-back)."""
+    data = keep + region
+    buf = _Buffer(data, len(keep), offset - len(keep), keep_line)
+    lines = state.engine.scanner.scan(region, len(region))
+    if keep:
+        lines = {s + len(keep): ids for s, ids in lines.items()}
+    if not head_done:
+        _window_facts(state, region[:HEAD_BYTES], offset, writers, anchors, head=True)
+        head_done = True
+    _process_candidates(state, buf, lines)
+    next_line = keep_line + region.count(b"\n")
+    new_keep = data[-KEEP_BYTES:] if len(data) > KEEP_BYTES else data
+    if len(new_keep) < len(data):
+        nl = new_keep.find(b"\n")
+        new_keep = new_keep[nl + 1:] if nl >= 0 else b""
+    new_tail = tail + region
+    if len(new_tail) > TAIL_BYTES:
+        new_tail = new_tail[-TAIL_BYTES:]
+        nl = new_tail.find(b"\n")
+        new_tail = new_tail[nl + 1:] if nl >= 0 else b""
+    return next_line, new_keep, new_tail, head_done

@@ -1,0 +1,99 @@
+"""Line hygiene and the prefixes launchers put in front of a line.
+
+Owns: removing ANSI colour codes, choosing the ``\\r`` progress frame that holds a hit, and
+splitting ``12: [default3]:[rank25]: message`` into who wrote it and the message. Pure functions
+over ``str``; knows nothing of rules or files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# One or more stacked prefixes at the start of a line. Order in real logs: srun label, then the
+# torchrun --tee tag, then PyTorch's own rank tag; mpirun's --tag-output tag stands alone.
+_PREFIX = re.compile(
+    r"(?:\s{0,6}(?P<task>\d{1,6}): )?"
+    r"(?:\[(?!rank\d)(?P<role>[A-Za-z_][A-Za-z_]*?)(?P<local>\d{1,5})\]:)?"
+    r"(?:\[rank(?P<rank>\d{1,6})\]:)?"
+)
+_MPI = re.compile(r"\[(?P<job>\d+),(?P<rank>\d{1,6})\]<std(?:out|err)>:")
+#: a plain line naming its rank inside the message (no prefix): ``[Rank 5] ...``, ``[RANK 5]``
+_RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]")
+_NCCL_HOST = re.compile(r"(?:^|\s)(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
+
+MAX_TEXT = 4000  # characters of one message kept for display and matching
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    task: int | None
+    local_rank: int | None
+    rank: int | None
+    #: characters of the raw line the prefixes took
+    length: int
+
+    @property
+    def key(self) -> tuple[int | None, int | None, int | None]:
+        return (self.task, self.local_rank, self.rank)
+
+
+NO_PREFIX = Prefix(None, None, None, 0)
+
+
+def strip_ansi(text: str) -> str:
+    if "\x1b" not in text:
+        return text
+    return _ANSI.sub("", text)
+
+
+def split_prefix(line: str) -> tuple[Prefix, str]:
+    """Who wrote the line (as far as its prefixes say) and the message after them."""
+    m = _PREFIX.match(line)
+    end = m.end() if m else 0
+    if end == 0:
+        mp = _MPI.match(line)
+        if mp:
+            rank = int(mp.group("rank"))
+            return Prefix(None, None, rank, mp.end()), line[mp.end():].lstrip(" ")
+        return NO_PREFIX, line
+    assert m is not None
+    task = int(m.group("task")) if m.group("task") else None
+    local = int(m.group("local")) if m.group("local") else None
+    rank = int(m.group("rank")) if m.group("rank") else None
+    msg = line[end:]
+    # PyTorch adds a space after its tag in some versions ("[rank3]: Traceback")
+    if rank is not None and msg.startswith(" "):
+        msg = msg[1:]
+    return Prefix(task, local, rank, end), msg
+
+
+def frame_at(line: str, pos: int) -> str:
+    """The ``\\r``-separated frame of ``line`` containing ``pos``: an error glued after tqdm frames."""
+    if "\r" not in line:
+        return line
+    start = line.rfind("\r", 0, pos) + 1
+    end = line.find("\r", pos)
+    return line[start:] if end < 0 else line[start:end]
+
+
+def clean(raw: str) -> str:
+    """A printable message: no ANSI codes, no trailing CR/space, no NULs, capped."""
+    text = strip_ansi(raw).replace("\x00", "").rstrip("\r\n ")
+    if len(text) > MAX_TEXT:
+        text = text[:MAX_TEXT] + " …[cut]"
+    return text
+
+
+def rank_in_text(message: str) -> int | None:
+    m = _RANK_IN_TEXT.search(message, 0, 300)
+    return int(m.group(1)) if m else None
+
+
+def nccl_origin(message: str) -> tuple[str, int, int] | None:
+    """``(host, pid, device)`` from an NCCL ``host:pid:tid [dev] NCCL ...`` line."""
+    m = _NCCL_HOST.search(message, 0, 300)
+    if not m:
+        return None
+    return m.group("host"), int(m.group("pid")), int(m.group("dev"))

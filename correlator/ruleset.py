@@ -1,0 +1,303 @@
+"""Rule files: the TOML schema, loading, validation, and the compiled matcher.
+
+Owns turning ``rules/**/*.toml`` into ``Rule`` values and into a ``RuleSet`` that can confirm a
+candidate line. A broken rule file raises ``RuleError`` naming the file and the key: configuration
+problems stop the run. It does not scan bytes (``scan``) or read logs (``extract``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import regex
+
+from correlator.errors import RuleError
+from correlator.model import Example, MatchSpec, Related, Role, Rule, Scope, Severity
+
+SCHEMA = 1
+#: seconds a user-written pattern may run on one line before it is abandoned
+PATTERN_TIMEOUT_S = 0.05
+
+#: key -> (type, required). The loader refuses anything not listed here.
+RULE_KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
+    "schema": (int, True),
+    "id": (str, True),
+    "title": (str, True),
+    "category": (str, True),
+    "severity": (str, True),
+    "role": (str, True),
+    "priority": (int, False),
+    "root_cause": (str, True),
+    "fix": (str, True),
+    "confirm": (list, True),
+    "prevention": (str, False),
+    "affects": (list, False),
+    "references": (list, True),
+    "tags": (list, False),
+    "related": (list, False),
+    "explains": (list, False),
+    "window_s": ((int, float), False),
+    "match": (dict, True),
+    "examples": (list, True),
+}
+MATCH_KEYS: dict[str, tuple[type, bool]] = {
+    "any": (list, True),
+    "all": (list, False),
+    "not": (list, False),
+    "prefilter": (list, True),
+    "scope": (str, False),
+    "context_lines": (int, False),
+}
+EXAMPLE_KEYS: dict[str, tuple[type, bool]] = {
+    "expect": (str, True),
+    "log": (str, True),
+    "captures": (dict, False),
+    "note": (str, False),
+}
+RELATED_KINDS = ("sibling", "cause", "consequence", "variant", "see-also")
+
+
+def builtin_rules_dir() -> Path:
+    """The bundled rules: ``$CORRELATE_RULES`` if set, else ``rules/`` beside the package."""
+    env = os.environ.get("CORRELATE_RULES")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "rules"
+
+
+def _check_keys(where: str, table: dict, spec: dict[str, tuple[type | tuple[type, ...], bool]]) -> None:
+    for key in table:
+        if key not in spec:
+            known = ", ".join(sorted(spec))
+            raise RuleError(f"unknown key {key!r} (known keys: {known})", where)
+    for key, (typ, required) in spec.items():
+        if key not in table:
+            if required:
+                raise RuleError(f"missing required key {key!r}", where)
+            continue
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, typ):
+            name = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+            raise RuleError(f"key {key!r} must be {name}, not {type(value).__name__}", where)
+
+
+def _str_list(where: str, key: str, value: list) -> tuple[str, ...]:
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise RuleError(f"{key}[{i}] must be a string", where)
+    return tuple(value)
+
+
+def _compile(where: str, key: str, pattern: str) -> regex.Pattern[str]:
+    try:
+        return regex.compile(pattern, regex.V0)
+    except regex.error as e:
+        raise RuleError(f"{key}: invalid regex: {e}", where) from None
+
+
+def parse_rule(data: dict, path: str, expected_id: str | None = None) -> Rule:
+    """Validate one rule's TOML table and build the ``Rule``; raise ``RuleError`` on any problem."""
+    _check_keys(path, data, RULE_KEYS)
+    if data["schema"] != SCHEMA:
+        raise RuleError(f"schema {data['schema']} is not supported (this version reads schema {SCHEMA})", path)
+    rid = data["id"]
+    if expected_id is not None and rid != expected_id:
+        raise RuleError(f"id {rid!r} does not match its path (expected {expected_id!r})", path)
+    if "." not in rid or rid.split(".", 1)[0] != data["category"]:
+        raise RuleError(f"id {rid!r} must be '<category>.<name>' with category {data['category']!r}", path)
+    try:
+        severity = Severity(data["severity"])
+    except ValueError:
+        raise RuleError(f"severity {data['severity']!r} is not one of {[s.value for s in Severity]}", path) from None
+    try:
+        role = Role(data["role"])
+    except ValueError:
+        raise RuleError(f"role {data['role']!r} is not one of {[r.value for r in Role]}", path) from None
+    priority = data.get("priority", 50)
+    if not 0 <= priority <= 100:
+        raise RuleError(f"priority {priority} is outside 0-100", path)
+
+    m = data["match"]
+    _check_keys(f"{path}: match", m, MATCH_KEYS)
+    any_ = _str_list(path, "match.any", m["any"])
+    if not any_:
+        raise RuleError("match.any must list at least one pattern", path)
+    all_ = _str_list(path, "match.all", m.get("all", []))
+    not_ = _str_list(path, "match.not", m.get("not", []))
+    prefilter = _str_list(path, "match.prefilter", m["prefilter"])
+    if not prefilter or any(not k for k in prefilter):
+        raise RuleError("match.prefilter must list non-empty literal keywords", path)
+    for key, pats in (("any", any_), ("all", all_), ("not", not_)):
+        for i, p in enumerate(pats):
+            _compile(path, f"match.{key}[{i}]", p)
+    try:
+        scope = Scope(m.get("scope", "line"))
+    except ValueError:
+        raise RuleError(f"match.scope {m.get('scope')!r} must be 'line' or 'event'", path) from None
+
+    examples = []
+    for i, ex in enumerate(data["examples"]):
+        if not isinstance(ex, dict):
+            raise RuleError(f"examples[{i}] must be a table", path)
+        _check_keys(f"{path}: examples[{i}]", ex, EXAMPLE_KEYS)
+        if ex["expect"] not in ("match", "no-match"):
+            raise RuleError(f"examples[{i}].expect must be 'match' or 'no-match'", path)
+        caps = tuple((str(k), str(v)) for k, v in ex.get("captures", {}).items())
+        examples.append(Example(ex["expect"], ex["log"], caps, ex.get("note", "")))
+
+    related = []
+    for i, rel in enumerate(data.get("related", [])):
+        if isinstance(rel, str):
+            related.append(Related(rel))
+            continue
+        if not isinstance(rel, dict) or "id" not in rel or set(rel) - {"id", "kind"}:
+            raise RuleError(f"related[{i}] must be a table {{ id = '...', kind = '...' }}", path)
+        kind = rel.get("kind", "see-also")
+        if kind not in RELATED_KINDS:
+            raise RuleError(f"related[{i}].kind {kind!r} is not one of {list(RELATED_KINDS)}", path)
+        related.append(Related(rel["id"], kind))
+
+    return Rule(
+        id=rid,
+        title=data["title"],
+        category=data["category"],
+        severity=severity,
+        role=role,
+        root_cause=data["root_cause"].strip(),
+        fix=data["fix"].strip(),
+        match=MatchSpec(any_, all_, not_, prefilter, scope, m.get("context_lines", 40)),
+        priority=priority,
+        confirm=_str_list(path, "confirm", data["confirm"]),
+        prevention=data.get("prevention", "").strip(),
+        affects=_str_list(path, "affects", data.get("affects", [])),
+        references=_str_list(path, "references", data["references"]),
+        tags=_str_list(path, "tags", data.get("tags", [])),
+        related=tuple(related),
+        explains=_str_list(path, "explains", data.get("explains", [])),
+        window_s=float(data.get("window_s", 3600.0)),
+        examples=tuple(examples),
+        path=path,
+    )
+
+
+def load_rule_file(path: Path, root: Path | None = None) -> Rule:
+    expected = None
+    if root is not None:
+        rel = path.relative_to(root)
+        if len(rel.parts) == 2:
+            expected = f"{rel.parts[0]}.{path.stem}"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise RuleError(f"not valid TOML: {e}", str(path)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RuleError(f"cannot read rule file: {e}", str(path)) from None
+    return parse_rule(data, str(path), expected)
+
+
+def rule_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.toml") if p.is_file())
+
+
+def load_rules(dirs: Sequence[Path] | None = None, *, include_builtin: bool = True) -> list[Rule]:
+    """Load the built-in rules, then each user folder; a later rule with the same id replaces it."""
+    roots: list[Path] = []
+    if include_builtin:
+        roots.append(builtin_rules_dir())
+    roots.extend(dirs or [])
+    by_id: dict[str, Rule] = {}
+    for root in roots:
+        if not root.is_dir():
+            raise RuleError("rule folder does not exist", str(root), "pass a folder of <category>/<name>.toml files")
+        seen: dict[str, str] = {}
+        for path in rule_files(root):
+            rule = load_rule_file(path, root)
+            if rule.id in seen:
+                raise RuleError(f"duplicate rule id {rule.id!r} (also in {seen[rule.id]})", str(path))
+            seen[rule.id] = str(path)
+            by_id[rule.id] = rule
+    rules = list(by_id.values())
+    check_references(rules)
+    return sorted(rules, key=lambda r: r.id)
+
+
+def check_references(rules: Iterable[Rule]) -> None:
+    ids = {r.id for r in rules}
+    for r in rules:
+        for target in r.explains:
+            if target not in ids:
+                raise RuleError(f"explains: unknown rule id {target!r}", r.path)
+        for rel in r.related:
+            if rel.id not in ids:
+                raise RuleError(f"related: unknown rule id {rel.id!r}", r.path)
+
+
+# --- the compiled matcher ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    rule: Rule
+    any: tuple[regex.Pattern[str], ...]
+    all: tuple[regex.Pattern[str], ...]
+    not_: tuple[regex.Pattern[str], ...]
+
+
+class PatternTimeout(Exception):
+    """A rule's pattern ran longer than ``PATTERN_TIMEOUT_S`` on one line."""
+
+    def __init__(self, rule_id: str) -> None:
+        super().__init__(rule_id)
+        self.rule_id = rule_id
+
+
+def _search(p: regex.Pattern[str], text: str, rule_id: str) -> regex.Match[str] | None:
+    try:
+        return p.search(text, timeout=PATTERN_TIMEOUT_S)
+    except TimeoutError:
+        raise PatternTimeout(rule_id) from None
+
+
+class RuleSet:
+    """Rules compiled once; confirms candidate lines. Matching is pure: no state changes."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = tuple(rules)
+        self.by_id = {r.id: r for r in self.rules}
+        self.compiled = tuple(
+            Compiled(
+                r,
+                tuple(regex.compile(p) for p in r.match.any),
+                tuple(regex.compile(p) for p in r.match.all),
+                tuple(regex.compile(p) for p in r.match.not_),
+            )
+            for r in self.rules
+        )
+
+    def confirm(self, index: int, text: str, context: Sequence[str]) -> dict[str, str] | None:
+        """Captures if rule ``index`` matches ``text`` (with ``context`` for event scope), else None."""
+        c = self.compiled[index]
+        rid = c.rule.id
+        hit = None
+        for p in c.any:
+            hit = _search(p, text, rid)
+            if hit is not None:
+                break
+        if hit is None:
+            return None
+        caps = {k: v for k, v in hit.groupdict().items() if v is not None}
+        event = c.rule.match.scope is Scope.EVENT
+        window = "\n".join([*context, text]) if event else text
+        for p in c.all:
+            m = _search(p, window, rid)
+            if m is None:
+                return None
+            caps.update({k: v for k, v in m.groupdict().items() if v is not None and k not in caps})
+        for p in c.not_:
+            if _search(p, window, rid) is not None:
+                return None
+        return caps

@@ -1,0 +1,233 @@
+"""Finding and opening inputs, and what a file's name and place say about who wrote it.
+
+Owns: expanding paths (files, folders walked without following link loops, globs, ``-``),
+skipping what is not a log (with a diagnostic), sniffing compression by magic bytes, and reading
+identity from names (``rank-17.out``, ``slurm-1234_17.out``, ``attempt_0/3/stderr.log``). It reads
+no log content beyond a few magic bytes.
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import io
+import lzma
+import os
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import BinaryIO
+
+from correlator.model import Diagnostic, SourceInfo
+
+#: file endings that are never logs: reading them would match their prose (a README quoting an error)
+NOT_LOGS = frozenset({
+    ".md", ".toml", ".yaml", ".yml", ".py", ".ipynb", ".html", ".htm", ".png", ".jpg", ".jpeg",
+    ".gif", ".svg", ".pdf", ".parquet", ".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".npy",
+    ".npz", ".pkl", ".sh", ".cfg", ".ini", ".whl", ".so", ".tar", ".zip", ".csv",
+})
+_COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".bz2": "bz2", ".xz": "xz"}
+MAX_FILES = 200_000
+
+_RANK_WORD = re.compile(r"(?:^|[^a-z])(?:rank|proc|task|worker)[-_.]?(\d{1,6})(?!\d)", re.I)
+_SLURM_JOB = re.compile(r"slurm-(\d+)(?:[_.](\d{1,6}))?\.(?:out|err|log)", re.I)
+_ATTEMPT = re.compile(r"^attempt_(\d+)$")
+_NODE_DIR = re.compile(r"^(?:node|host)[-_]?([\w.-]+)$", re.I)
+_LAST_NUMBER = re.compile(r"(\d{1,6})(?=(?:\.[A-Za-z]{1,5}){0,2}$)")
+
+
+def _compressed_kind(path: str) -> str:
+    for ext, kind in _COMPRESSED.items():
+        if path.endswith(ext):
+            return kind
+    return "file"
+
+
+def _base_name(name: str) -> str:
+    for ext in _COMPRESSED:
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def identity_from_path(path: str) -> SourceInfo:
+    """A ``SourceInfo`` with what the path alone says (rank, local rank, attempt, node)."""
+    p = Path(path)
+    name = _base_name(p.name)
+    info = SourceInfo(path=path, kind=_compressed_kind(path))
+    parts = p.parts
+    # torchelastic --log-dir: <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log|error.json
+    if len(parts) >= 3 and _ATTEMPT.match(parts[-3]) and parts[-2].isdigit():
+        stream = name.rsplit(".", 1)[0] if name != "error.json" else "error.json"
+        info = replace(info, attempt=int(_ATTEMPT.match(parts[-3]).group(1)),  # type: ignore[union-attr]
+                       file_local_rank=int(parts[-2]), stream=stream)
+        for part in parts[:-3]:
+            m = _NODE_DIR.match(part)
+            if m:
+                info = replace(info, file_node=part)
+        return info
+    for part in parts[:-1]:
+        m = _NODE_DIR.match(part)
+        if m:
+            info = replace(info, file_node=part)
+    m = _SLURM_JOB.search(name)
+    if m:
+        if m.group(2) is not None:
+            info = replace(info, file_rank=int(m.group(2)))
+        return info
+    m = _RANK_WORD.search(name)
+    if m:
+        info = replace(info, file_rank=int(m.group(1)))
+    return info
+
+
+def _number_family(paths: list[str]) -> dict[str, int]:
+    """Ranks for ``%t``-style names: files of one folder that differ only in their last number."""
+    groups: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    for path in paths:
+        d, name = os.path.split(path)
+        name = _base_name(name)
+        sj = _SLURM_JOB.search(name)
+        if sj and sj.group(2) is None:  # slurm-<jobid>.out: the number is a job, not a rank
+            continue
+        m = _LAST_NUMBER.search(name)
+        if m:
+            shape = name[: m.start()] + "#" + name[m.end():]
+            groups[(d, shape)].append((path, int(m.group(1))))
+    out: dict[str, int] = {}
+    for members in groups.values():
+        if len(members) >= 2 and len({n for _, n in members}) == len(members):
+            out.update(members)
+    return out
+
+
+def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[SourceInfo], list[Diagnostic]]:
+    """Expand the user's inputs into sources, with a diagnostic for each thing passed over."""
+    diags: list[Diagnostic] = []
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def add(path: str) -> None:
+        real = os.path.realpath(path)
+        if real in seen:
+            return
+        seen.add(real)
+        found.append(path)
+
+    for item in inputs:
+        if item == "-":
+            found.append("-")
+            continue
+        if os.path.isdir(item):
+            visited: set[tuple[int, int]] = set()
+            for root, dirs, files in os.walk(item, followlinks=True):
+                st = os.stat(root)
+                if (st.st_dev, st.st_ino) in visited:  # a symlink loop: do not descend again
+                    diags.append(Diagnostic("warning", root, "symlink loop: folder already read, not descended again"))
+                    dirs[:] = []
+                    continue
+                visited.add((st.st_dev, st.st_ino))
+                dirs.sort()
+                for f in sorted(files):
+                    add(os.path.join(root, f))
+                if len(found) > MAX_FILES:
+                    diags.append(Diagnostic("error", item, f"more than {MAX_FILES} files: stopped walking"))
+                    break
+        elif os.path.exists(item) or os.path.islink(item):
+            add(item)
+        elif any(c in item for c in "*?["):
+            hits = sorted(glob.glob(item, recursive=True))
+            if not hits:
+                diags.append(Diagnostic("warning", item, "no file matches this pattern"))
+            for h in hits:
+                if os.path.isdir(h):
+                    diags.append(Diagnostic("info", h, "folder matched by a pattern: pass it by name to read it"))
+                else:
+                    add(h)
+        else:
+            diags.append(Diagnostic("error", item, "no such file or folder"))
+
+    sources: list[SourceInfo] = []
+    ranks_by_family = _number_family([p for p in found if p != "-"])
+    for path in found:
+        if path == "-":
+            sources.append(SourceInfo(path="<stdin>", kind="stdin"))
+            continue
+        suffix = _base_name(Path(path).name.lower())
+        ext = os.path.splitext(suffix)[1]
+        if not all_files and ext in NOT_LOGS:
+            diags.append(Diagnostic("info", path, f"not a log ({ext} file): skipped; pass --all-files to read it"))
+            continue
+        if ext == ".json" and not Path(path).name.startswith("error"):
+            if not all_files:
+                diags.append(Diagnostic("info", path, "not a log (.json file): skipped; pass --all-files to read it"))
+                continue
+        info = identity_from_path(path)
+        if os.path.islink(path) and not os.path.exists(path):
+            diags.append(Diagnostic("error", path, "broken symbolic link: its target does not exist"))
+            continue
+        try:
+            size = os.path.getsize(path)
+        except OSError as e:
+            diags.append(Diagnostic("error", path, f"cannot read: {e.strerror or e}"))
+            continue
+        if info.file_rank is None and info.file_local_rank is None and path in ranks_by_family:
+            info = replace(info, file_rank=ranks_by_family[path])
+        sources.append(replace(info, size=size))
+    return sources, diags
+
+
+def _sniff(head: bytes) -> str:
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    if head[:3] == b"BZh":
+        return "bz2"
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    return "file"
+
+
+def open_source(src: SourceInfo) -> tuple[BinaryIO, str]:
+    """A binary stream of the source's (decompressed) bytes, and the kind detected from its magic."""
+    if src.kind == "stdin":
+        return sys.stdin.buffer, "stdin"
+    raw = open(src.path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
+    kind = _sniff(head)
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), kind  # type: ignore[return-value]
+    if kind == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True), kind  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.BZ2File(raw, "rb"), kind  # type: ignore[return-value]
+    if kind == "xz":
+        return lzma.LZMAFile(raw, "rb"), kind  # type: ignore[return-value]
+    return raw, kind
+
+
+def read_chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
+    while True:
+        buf = stream.read(size)
+        if not buf:
+            return
+        yield buf
+
+
+def text_probe(stream_head: bytes) -> bool:
+    """Whether the first bytes look like text (a binary file would only give garbage matches)."""
+    if not stream_head:
+        return True
+    sample = stream_head[:8192]
+    bad = sum(1 for b in sample if b < 9 or 13 < b < 32 and b != 27)
+    return bad / len(sample) < 0.3
+
+
+_ = io  # io is re-exported for type users of BinaryIO wrappers
