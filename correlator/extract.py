@@ -14,6 +14,7 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import BinaryIO
 from dataclasses import dataclass, field
 from datetime import tzinfo
 
@@ -494,9 +495,10 @@ def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:
     return ("\n".join(lines) + "\n").encode("utf-8"), None
 
 
-def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None) -> Digest:
+def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
+            stream: BinaryIO | None = None) -> Digest:
     """Read one source to the end and return its digest. Problems become diagnostics; never raises
-    on the source's content."""
+    on the source's content. ``stream`` reads from an open binary stream instead of ``src.path``."""
     from correlator.sources import open_source, text_probe
 
     opts = opts or ExtractOptions()
@@ -507,7 +509,10 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None)
     lines_total = 0
     skipped = 0
     try:
-        stream, kind = open_source(src)
+        if stream is None:
+            stream, kind = open_source(src)
+        else:
+            kind = "memory"
     except OSError as e:
         return Digest(src, diagnostics=(Diagnostic("error", src.path, f"cannot open: {e.strerror or e}"),))
     keep = b""

@@ -1,0 +1,523 @@
+"""The causal timeline: which rank failed first, which failures are collateral, how sure we are.
+
+Owns the global decision over resolved matches: correcting times with the clock estimate,
+choosing root-cause candidates (primary matches; workers killed by a signal nobody sent), ordering
+them with their uncertainty (a tie set instead of a guess), finding the culprit of a hang when
+every rank only reports a timeout, labelling every event (root, collateral, teardown, job,
+context, independent), grouping collateral, and the confidence with its reasons. It reads no
+files and renders nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import median
+
+from correlator.clocks import ClockEstimate
+from correlator.identity import compress_ranks
+from correlator.model import (
+    ChainLink, ClockRow, CollateralItem, Evidence, Group, Label, Match, RankRow, RankState, Role, RootCause,
+    Rule, StreamFacts, TimeKind, TimelineEvent, Verdict, iso,
+)
+from correlator.timestamps import NS
+
+#: primaries below this priority are catch-alls: they decide only when nothing specific exists
+GENERIC_PRIORITY = 20
+#: the uncertainty of a time inherited from a neighbouring line, at most
+INHERIT_UNC_NS = 2 * NS
+#: a rank whose output stops this long before the others' is a hang suspect
+STOP_EARLY_NS = 30 * NS
+TIMELINE_CAP = 5000
+
+
+@dataclass
+class Ev:
+    m: Match
+    rule: Rule
+    t: int | None
+    lo: int | None
+    hi: int | None
+    unc: int | None
+    domain: str
+    label: Label = Label.CONTEXT
+
+    @property
+    def rank(self) -> int | None:
+        return self.m.who.rank
+
+    def sort_key(self) -> tuple:
+        return (self.t is None, self.t or 0, self.m.path, self.m.offset)
+
+
+@dataclass
+class Outcome:
+    verdict: Verdict
+    root: RootCause | None
+    root_ev: Ev | None
+    events: list[Ev]
+    suspects: dict[int, float] = field(default_factory=dict)
+    silent: set[int] = field(default_factory=set)
+
+
+def domain_of(host: str | None, rank: int | None, path: str) -> str:
+    if host:
+        return host
+    if rank is not None:
+        return f"rank {rank}"
+    return path
+
+
+def make_events(matches: Sequence[Match], rules: dict[str, Rule], clocks: dict[str, ClockEstimate]) -> list[Ev]:
+    evs = []
+    for m in matches:
+        rule = rules.get(m.rule_id)
+        if rule is None:
+            continue
+        dom = domain_of(m.who.host, m.who.rank, m.path)
+        est = clocks.get(dom)
+        off = est.offset_ns if est else 0
+        res = est.residual_ns if est else 0
+        t = lo = hi = unc = None
+        if m.time_ns is not None:
+            t = m.time_ns - off
+            lo = (m.lo_ns - off) if m.lo_ns is not None else t
+            hi = (m.hi_ns - off) if m.hi_ns is not None else None
+            if m.time_kind is TimeKind.OWN:
+                unc = (hi - t if hi is not None else 0) + res
+            else:
+                span = (hi - lo) if hi is not None and lo is not None else INHERIT_UNC_NS
+                unc = min(span, INHERIT_UNC_NS) + res
+        evs.append(Ev(m, rule, t, lo, hi, unc, dom))
+    evs.sort(key=Ev.sort_key)
+    return evs
+
+
+def _is_candidate(ev: Ev, signalled: dict[tuple, list[int]]) -> bool:
+    if ev.rule.role is not Role.PRIMARY:
+        return False
+    if "signal-exit" in ev.rule.tags:
+        pid = ev.m.capture("pid")
+        if pid is not None:
+            for key in ((ev.m.who.host, pid), (ev.m.who.task, pid), (ev.m.path, pid)):
+                sent = signalled.get(key)
+                if sent and (ev.t is None or any(t is None or t <= ev.t + NS for t in sent)):
+                    return False
+    return True
+
+
+def _signalled(evs: Sequence[Ev]) -> dict[tuple, list[int]]:
+    out: dict[tuple, list] = defaultdict(list)
+    for ev in evs:
+        if "signal-sent" in ev.rule.tags:
+            pid = ev.m.capture("pid")
+            if pid is not None:
+                for key in ((ev.m.who.host, pid), (ev.m.who.task, pid), (ev.m.path, pid)):
+                    out[key].append(ev.t)
+    return out
+
+
+def _fmt_delay(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    return f"+{seconds:.1f} s" if seconds >= 0 else f"{seconds:.1f} s"
+
+
+def _who_text(ev: Ev) -> str:
+    w = ev.m.who
+    if w.rank is not None:
+        bits = [f"rank {w.rank}"]
+        extra = []
+        if w.host:
+            extra.append(f"node {w.host}")
+        if w.local_rank is not None:
+            extra.append(f"local rank {w.local_rank}")
+        return bits[0] + (f" ({', '.join(extra)})" if extra else "")
+    if w.host:
+        return f"node {w.host}"
+    return ev.m.path
+
+
+def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set[int],
+                   ) -> tuple[dict[int, float], dict[int, list[str]], str | None]:
+    """Score ranks as the culprit of a hang; returns scores, reasons per rank, majority rule."""
+    score: dict[int, float] = defaultdict(float)
+    reasons: dict[int, list[str]] = defaultdict(list)
+    first_seq: dict[int, int] = {}
+    timeout_rule: Counter[str] = Counter()
+    for ev in evs:
+        seq = ev.m.capture("seq")
+        if ev.rank is not None and seq and seq.isdigit() and ev.rule.role is Role.COLLATERAL:
+            first_seq.setdefault(ev.rank, int(seq))
+            timeout_rule[ev.rule.id] += 1
+    majority_rule = timeout_rule.most_common(1)[0][0] if timeout_rule else None
+    if first_seq:
+        seq_counts = Counter(first_seq.values())
+        major, n_major = seq_counts.most_common(1)[0]
+        timed = set(first_seq)
+        missing = sorted(known - timed)
+        if missing and len(missing) <= max(1, len(known) // 4):
+            for r in missing:
+                score[r] += 3
+                reasons[r].append(f"absent from the collective timeout that {n_major} ranks report (SeqNum {major})")
+        for r, s in first_seq.items():
+            if s < major:
+                score[r] += 2
+                reasons[r].append(f"timed out on an earlier collective (SeqNum {s}) than the majority ({major})")
+        # NCCL work counters: a rank that never enqueued the stuck collective never entered it
+        for ev in evs:
+            le = ev.m.capture("last_enqueued")
+            if ev.rank is not None and le and le.isdigit() and int(le) < major:
+                if "never enqueued" not in " ".join(reasons[ev.rank]):
+                    score[ev.rank] += 3
+                    reasons[ev.rank].append(f"never enqueued SeqNum {major} (last enqueued NCCL work: {le})")
+    # progress markers and output: who stopped first
+    last_step: dict[int, int] = {}
+    last_out: dict[int, int] = {}
+    for s in streams:
+        r = s.who.rank
+        if r is None:
+            continue
+        if s.last_step is not None:
+            last_step[r] = max(last_step.get(r, -1), s.last_step)
+        t = s.last_ns if s.last_ns is not None else s.first_ns
+        if t is not None:
+            last_out[r] = max(last_out.get(r, t), t)
+    for ev in evs:
+        if ev.rank is not None and ev.m.time_ns is not None and ev.m.time_kind is TimeKind.OWN:
+            last_out[ev.rank] = max(last_out.get(ev.rank, ev.m.time_ns), ev.m.time_ns)
+    if len(last_step) >= 2:
+        top = max(last_step.values())
+        behind = [r for r, s in last_step.items() if s < top]
+        if behind and len(behind) <= max(1, len(last_step) // 4):
+            low = min(last_step[r] for r in behind)
+            for r in behind:
+                w = 2.0 if last_step[r] == low else 1.0
+                score[r] += w
+                reasons[r].append(f"its progress stopped at step {last_step[r]} while others reached {top}")
+    if len(last_out) >= 2:
+        med = median(last_out.values())
+        for r, t in last_out.items():
+            if med - t > STOP_EARLY_NS:
+                score[r] += 1.5
+                reasons[r].append(f"its output stopped {(med - t) / NS:.0f} s before the other ranks'")
+    # the dump-signal pointer: names the rank that first detected the timeout (weak: a victim too)
+    pointed = Counter()
+    for ev in evs:
+        sr = ev.m.capture("suspect_rank")
+        if sr and sr.isdigit():
+            pointed[int(sr)] += 1
+    if pointed:
+        r, n = pointed.most_common(1)[0]
+        score[r] += 0.5
+        reasons[r].append(f"named by {n} 'dump signal ... from rank {r}' line(s)")
+    return dict(score), dict(reasons), majority_rule
+
+
+def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: dict[str, Rule],
+              clocks: dict[str, ClockEstimate], known_ranks: set[int], *, skew_note: str = "",
+              clocks_used: bool = False) -> Outcome:
+    evs = make_events(matches, rules, clocks)
+    signalled = _signalled(evs)
+    cands = [e for e in evs if _is_candidate(e, signalled)]
+    specific = [e for e in cands if e.rule.priority >= GENERIC_PRIORITY]
+    pool = specific or cands
+    jobs = [e for e in evs if e.rule.role is Role.JOB]
+    why: list[str] = []
+    suspects: dict[int, float] = {}
+    silent: set[int] = set()
+
+    root_ev: Ev | None = None
+    tie: list[Ev] = []
+    decided_by = "primary"
+    confidence = 0.0
+    verdict: Verdict
+
+    # a job-level end that precedes every primary failure explains them
+    first_job = jobs[0] if jobs and jobs[0].t is not None else (jobs[0] if jobs else None)
+    if pool:
+        per_rank: dict[object, Ev] = {}
+        for e in pool:
+            k = e.rank if e.rank is not None else (e.m.who.host, e.m.path)
+            cur = per_rank.get(k)
+            if cur is None:
+                per_rank[k] = e
+        ordered = sorted(per_rank.values(), key=Ev.sort_key)
+        root_ev = ordered[0]
+        if first_job is not None and first_job.t is not None and root_ev.t is not None and first_job.t < root_ev.t - (root_ev.unc or 0):
+            root_ev = None
+    if root_ev is not None:
+        verdict = Verdict.ROOT_CAUSE
+        r = root_ev
+        rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r]
+        for c in rest:
+            if r.t is None or c.t is None:
+                if r.t is None and c.t is None and c.m.path != r.m.path:
+                    tie.append(c)
+                continue
+            gap = c.t - r.t
+            if gap <= (r.unc or 0) + (c.unc or 0):
+                tie.append(c)
+        confidence = 0.95
+        if "signal-exit" in r.rule.tags:
+            decided_by = "signal-exit"
+            why.append(f"{_who_text(r)} died by a signal (exit code {r.m.capture('exitcode')}) that its launcher did not send")
+        else:
+            why.append(f"{_who_text(r)} has the earliest {'primary ' if r.rule.priority >= GENERIC_PRIORITY else ''}failure: {r.rule.title}")
+        n_other = len(rest)
+        if n_other == 0:
+            why.append("it is the only rank with a failure that can start a cascade")
+        else:
+            later = [c for c in rest if c not in tie]
+            if later and r.t is not None and later[0].t is not None:
+                why.append(f"{n_other} other rank(s) have primary failures; the next one ({_who_text(later[0])}, "
+                           f"{later[0].rule.id}) comes {(later[0].t - r.t) / NS:.1f} s later")
+                confidence -= 0.05 if (later[0].t - r.t) > 10 * NS else 0.15
+        if tie:
+            confidence = min(confidence, 0.5)
+            why.append(f"could not order it against {', '.join(_who_text(c) for c in tie[:5])}: the gap is within "
+                       f"the timing uncertainty (stamp resolution, inherited times, clock skew)")
+        if r.m.time_kind is TimeKind.INHERITED:
+            confidence -= 0.07
+            why.append("its line carries no timestamp: the time is taken from the nearest stamped line of the same rank")
+        elif r.m.time_kind is TimeKind.NONE:
+            confidence -= 0.2
+            why.append("no timestamps for it: ordered by position in its stream")
+        if r.rule.priority < GENERIC_PRIORITY:
+            confidence -= 0.25
+            why.append("only a generic uncaught exception was found; no specific rule matched")
+        if r.rank is None:
+            confidence -= 0.15
+            why.append("the failing process's rank could not be identified")
+        if skew_note:
+            why.append(skew_note)
+    else:
+        collateral = [e for e in evs if e.rule.role is Role.COLLATERAL]
+        if first_job is not None and (not collateral or first_job.t is None or not cands):
+            verdict = Verdict.JOB_LEVEL
+            root_ev = first_job
+            decided_by = "job"
+            confidence = 0.9
+            why.append(f"the job ended for a job-level reason: {first_job.rule.title}")
+            if cands:
+                why.append("the primary failures seen come after it (consequences of the job being stopped)")
+        elif collateral:
+            scores, reasons, majority_rule = _hang_suspects(evs, streams, known_ranks)
+            suspects = scores
+            if scores:
+                best = max(scores.values())
+                top = sorted(r for r, s in scores.items() if s == best)
+                culprit = top[0]
+                silent = {r for r, s in scores.items() if s >= 1.5}
+                verdict = Verdict.ROOT_CAUSE
+                decided = reasons[culprit]
+                kinds = " ".join(decided)
+                decided_by = ("missing-from-collective" if "absent from" in kinds else
+                              "nccl-work-counters" if "never enqueued" in kinds else
+                              "progress-stopped" if "progress stopped" in kinds else
+                              "output-stopped" if "output stopped" in kinds else "dump-pointer")
+                rule_id = majority_rule or collateral[0].rule.id
+                proto = next(e for e in collateral if e.rule.id == rule_id)
+                # the culprit's own last trace, if it printed anything
+                own = [e for e in evs if e.rank == culprit]
+                anchor = own[0] if own else proto
+                root_ev = Ev(anchor.m, rules[rule_id], anchor.t, anchor.lo, anchor.hi, anchor.unc, anchor.domain)
+                root_ev.m = anchor.m if own else Match(
+                    rule_id, proto.m.path, 0, 0, "", type(proto.m.who)(rank=culprit), None, None, None, TimeKind.NONE)
+                why.append(f"no rank reports a failure that can start a cascade: this is a hang; "
+                           f"every other rank only reports {rule_id}")
+                why.extend(f"rank {culprit}: {x}" for x in decided)
+                confidence = min(0.9, 0.35 + 0.12 * best)
+                if len(top) > 1:
+                    tie = [Ev(proto.m, proto.rule, None, None, None, None, "", Label.ROOT) for _ in top[1:]]
+                    confidence = min(confidence, 0.45)
+                    why.append(f"ranks {compress_ranks(top)} are equally suspect")
+                tie_ranks = top[1:]
+            else:
+                verdict = Verdict.UNDETERMINED
+                confidence = 0.0
+                why.append("ranks report collateral failures (timeouts, closed connections) but no rank can be named")
+        else:
+            teardown = [e for e in evs if e.rule.role is Role.TEARDOWN]
+            if teardown:
+                verdict = Verdict.UNDETERMINED
+                why.append("the launcher or scheduler tore the job down, but no failure was found in the logs")
+            else:
+                verdict = Verdict.NO_FAILURE
+                why.append("no failure, timeout or teardown was found")
+
+    # labels
+    root_rank = root_ev.rank if root_ev is not None else None
+    for e in evs:
+        role = e.rule.role
+        if root_ev is not None and e.m is root_ev.m:
+            e.label = Label.ROOT
+        elif role is Role.PRIMARY:
+            if verdict is Verdict.ROOT_CAUSE and e.rank is not None and e.rank == root_rank:
+                e.label = Label.COLLATERAL
+            elif e.rule.priority < GENERIC_PRIORITY or not _is_candidate(e, signalled) or verdict is Verdict.JOB_LEVEL:
+                e.label = Label.COLLATERAL
+            elif root_ev is not None and any(t.m is e.m for t in tie):
+                e.label = Label.INDEPENDENT
+            else:
+                e.label = Label.INDEPENDENT
+        elif role is Role.COLLATERAL:
+            e.label = Label.COLLATERAL
+        elif role is Role.TEARDOWN:
+            e.label = Label.TEARDOWN
+        elif role is Role.JOB:
+            e.label = Label.JOB
+        else:
+            e.label = Label.CONTEXT
+    if root_ev is not None and all(e.m is not root_ev.m for e in evs):
+        root_ev.label = Label.ROOT
+
+    root = None
+    if root_ev is not None:
+        rule = root_ev.rule
+        evidence = []
+        if root_ev.m.line:
+            evidence.append(Evidence(root_ev.m.path, root_ev.m.line, root_ev.m.text))
+        same = [e for e in evs if e.rank is not None and e.rank == root_rank and e.m is not root_ev.m
+                and e.rule.role is Role.PRIMARY][:3]
+        evidence.extend(Evidence(e.m.path, e.m.line, e.m.text) for e in same)
+        if root_ev.rule.role is Role.PRIMARY and root_ev.rule.explains:
+            explained = {e.rule.id for e in evs if e.label is Label.COLLATERAL}
+            hit = sorted(explained & set(root_ev.rule.explains))
+            if hit:
+                confidence += 0.03
+                why.append(f"the collateral seen ({', '.join(hit)}) is what this failure typically causes on other ranks")
+        tie_ranks = sorted({c.rank for c in tie if c.rank is not None}) if decided_by not in (
+            "missing-from-collective", "nccl-work-counters", "progress-stopped", "output-stopped", "dump-pointer") else \
+            sorted(r for r, s in suspects.items() if s == max(suspects.values()) and r != root_rank)
+        root = RootCause(
+            rank=root_rank, host=root_ev.m.who.host, local_rank=root_ev.m.who.local_rank,
+            rule=rule.id, title=rule.title, category=rule.category, severity=str(rule.severity),
+            time=iso(root_ev.t), confidence=round(max(0.05, min(0.99, confidence)), 2),
+            tie=tuple(tie_ranks), evidence=tuple(evidence), mechanism=rule.root_cause, fix=rule.fix,
+            confirm=rule.confirm, references=rule.references, why=tuple(why), prevention=rule.prevention,
+            decided_by=decided_by, attempt=root_ev.m.attempt)
+    elif why:
+        root = None
+    out = Outcome(verdict, root, root_ev, evs, suspects, silent)
+    out.why = why  # type: ignore[attr-defined]
+    return out
+
+
+def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[CollateralItem]]:
+    root_t = out.root_ev.t if out.root_ev is not None else None
+    by: dict[tuple[str, str], list[Ev]] = defaultdict(list)
+    items: list[CollateralItem] = []
+    for e in out.events:
+        if e.label is Label.ROOT and out.root_ev is not None and e.m is out.root_ev.m:
+            continue
+        by[(e.rule.id, e.label.value)].append(e)
+        if e.label in (Label.COLLATERAL, Label.TEARDOWN, Label.INDEPENDENT, Label.JOB):
+            items.append(CollateralItem(
+                rank=e.rank, host=e.m.who.host, rule=e.rule.id, time=iso(e.t),
+                after_root_s=round((e.t - root_t) / NS, 3) if e.t is not None and root_t is not None else None,
+                path=e.m.path, line=e.m.line))
+    groups = []
+    for (rid, label), es in by.items():
+        ranks = sorted({e.rank for e in es if e.rank is not None})
+        hosts = sorted({e.m.who.host for e in es if e.m.who.host})
+        ts = [e.t for e in es if e.t is not None]
+        first = min(ts) if ts else None
+        last = max(ts) if ts else None
+        groups.append(Group(
+            rule=rid, role=str(es[0].rule.role), ranks=compress_ranks(ranks), count=len(es),
+            first=iso(first), last=iso(last), label=label,
+            first_after_s=round((first - root_t) / NS, 3) if first is not None and root_t is not None else None,
+            last_after_s=round((last - root_t) / NS, 3) if last is not None and root_t is not None else None,
+            title=es[0].rule.title))
+        if not ranks and hosts:
+            groups[-1] = Group(**{**groups[-1].__dict__}) if hasattr(groups[-1], "__dict__") else groups[-1]
+    order = {"root": 0, "independent": 1, "collateral": 2, "teardown": 3, "job": 4, "context": 5}
+    groups.sort(key=lambda g: (order.get(g.label, 9), g.first or "~", g.rule))
+    chain: list[ChainLink] = []
+    if out.root is not None:
+        r = out.root
+        who = f"rank {r.rank}" if r.rank is not None else "the job"
+        chain.append(ChainLink("root", r.rule, str(r.rank) if r.rank is not None else "", 1, f"{who} {r.title}"))
+    for stage in ("collateral", "teardown", "job"):
+        gs = [g for g in groups if g.label == stage]
+        for g in gs[:4]:
+            n_ranks = len(_expand(g.ranks))
+            subject = f"{n_ranks} rank(s)" if n_ranks else f"{g.count} line(s)"
+            chain.append(ChainLink(stage, g.rule, g.ranks, g.count, f"{subject} {g.title} ({_fmt_delay(g.first_after_s)})"))
+    return groups, chain, items
+
+
+def _expand(text: str) -> list[int]:
+    from correlator.identity import expand_ranks
+
+    return expand_ranks(text) if text else []
+
+
+def timeline(out: Outcome) -> list[TimelineEvent]:
+    root_t = out.root_ev.t if out.root_ev is not None else None
+    evs = out.events
+    if len(evs) > TIMELINE_CAP:
+        keep = [e for e in evs if e.label in (Label.ROOT, Label.INDEPENDENT, Label.JOB)]
+        rest = [e for e in evs if e.label not in (Label.ROOT, Label.INDEPENDENT, Label.JOB)]
+        evs = sorted(keep + rest[: TIMELINE_CAP - len(keep)], key=Ev.sort_key)
+    return [TimelineEvent(
+        time=iso(e.t), rank=e.rank, host=e.m.who.host, rule=e.rule.id, role=str(e.rule.role), path=e.m.path,
+        line=e.m.line, text=e.m.text, label=e.label.value, time_kind=str(e.m.time_kind),
+        after_root_s=round((e.t - root_t) / NS, 3) if e.t is not None and root_t is not None else None,
+        local_rank=e.m.who.local_rank, attempt=e.m.attempt) for e in evs]
+
+
+def rank_rows(out: Outcome, streams: Sequence[StreamFacts], known: set[int],
+              clocks: dict[str, ClockEstimate]) -> list[RankRow]:
+    info: dict[int, dict] = {r: {"host": None, "local": None, "first": None, "last": None, "lines": 0, "step": None}
+                             for r in known}
+    for s in streams:
+        r = s.who.rank
+        if r is None:
+            continue
+        d = info.setdefault(r, {"host": None, "local": None, "first": None, "last": None, "lines": 0, "step": None})
+        d["host"] = d["host"] or s.who.host
+        d["local"] = d["local"] if d["local"] is not None else s.who.local_rank
+        off = clocks.get(domain_of(s.who.host, r, s.path))
+        o = off.offset_ns if off else 0
+        if s.first_ns is not None:
+            f = s.first_ns - o
+            d["first"] = f if d["first"] is None else min(d["first"], f)
+        if s.last_ns is not None:
+            la = s.last_ns - o
+            d["last"] = la if d["last"] is None else max(d["last"], la)
+        d["lines"] += s.lines
+        if s.last_step is not None:
+            d["step"] = max(d["step"] or 0, s.last_step)
+    state: dict[int, RankState] = {}
+    for e in out.events:
+        r = e.rank
+        if r is None:
+            continue
+        d = info.setdefault(r, {"host": None, "local": None, "first": None, "last": None, "lines": 0, "step": None})
+        d["host"] = d["host"] or e.m.who.host
+        d["local"] = d["local"] if d["local"] is not None else e.m.who.local_rank
+        if e.label is Label.ROOT:
+            state[r] = RankState.ROOT
+        elif e.label in (Label.COLLATERAL, Label.INDEPENDENT, Label.TEARDOWN) and state.get(r) is not RankState.ROOT:
+            state[r] = RankState.COLLATERAL
+    if out.root is not None and out.root.rank is not None:
+        state[out.root.rank] = RankState.ROOT
+    for r in out.silent:
+        if state.get(r) not in (RankState.ROOT,):
+            state[r] = RankState.SILENT
+    rows = []
+    for r in sorted(info):
+        d = info[r]
+        st = state.get(r)
+        if st is None:
+            st = RankState.HEALTHY if d["lines"] or d["first"] is not None else RankState.UNKNOWN
+        rows.append(RankRow(r, d["host"], d["local"], st, iso(d["first"]), iso(d["last"]), d["lines"], d["step"]))
+    return rows
+
+
+def clock_rows(clocks: dict[str, ClockEstimate]) -> list[ClockRow]:
+    return [ClockRow(c.domain, round(c.offset_ns / NS, 3), round(c.residual_ns / NS, 3), c.anchors)
+            for c in sorted(clocks.values(), key=lambda c: c.domain)]

@@ -1,0 +1,207 @@
+"""The ``correlate`` command: a thin front door over ``correlator.pipeline``.
+
+Parses options, calls the library, picks a renderer, and translates ``CorrelateError`` into one
+``error: ...`` line and an exit code (``ExitCode``). No analysis happens here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from correlator.errors import CorrelateError, InputError, RuleError, UsageError
+from correlator.model import ExitCode
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    help="Name the first failing rank of a distributed training job, why it failed, and which errors are "
+         "only collateral. Run 'correlate PATH...' (same as 'correlate analyze PATH...').",
+)
+rules_app = typer.Typer(help="Inspect and check the failure rules.", no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+SUBCOMMANDS = {"analyze", "rules", "history", "synth", "--help", "-h", "--version"}
+FORMATS = ("terminal", "json", "markdown", "html", "trace")
+
+
+def _fail(e: CorrelateError) -> None:
+    code = ExitCode.NO_INPUT if isinstance(e, InputError) else ExitCode.USAGE
+    typer.echo(f"error: {e}", err=True)
+    raise typer.Exit(int(code))
+
+
+def _write(text: str, output: Optional[Path]) -> None:
+    if output is None or str(output) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        _fail(UsageError(f"cannot write the report: {e.strerror or e}", str(output)))
+
+
+@app.command("analyze")
+def analyze_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Log files, folders (walked), globs, or - for stdin.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "terminal",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to FILE.")] = None,
+    parquet: Annotated[Optional[Path], typer.Option(help="Also append the report to a Parquet dataset in DIR.")] = None,
+    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable); same ids replace built-in rules.")] = None,
+    no_builtin_rules: Annotated[bool, typer.Option(help="Use only the --rules folders.")] = False,
+    tz: Annotated[Optional[str], typer.Option(help="Zone of timestamps that carry none (IANA name or UTC; default: this machine's).")] = None,
+    engine: Annotated[str, typer.Option(help="local (process pool) or dask.")] = "local",
+    scheduler: Annotated[Optional[str], typer.Option(help="Dask scheduler address (tcp://host:8786); default: a local cluster.")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Local worker processes (default: all cores).")] = None,
+    scanner: Annotated[str, typer.Option(help="auto, hyperscan, or regex (the pure-Python fallback).")] = "auto",
+    no_redact: Annotated[bool, typer.Option(help="Do not mask secrets (tokens, keys, passwords) in the output.")] = False,
+    all_files: Annotated[bool, typer.Option(help="Also read files that do not look like logs (.md, .toml, .json...).")] = False,
+    job_id: Annotated[Optional[str], typer.Option(help="Job id for Parquet partitions (default: from slurm-<id> names).")] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="Watch growing files; print the verdict as it forms; stop at the job's end or Ctrl-C.")] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between --follow checks.")] = 1.0,
+    color: Annotated[Optional[bool], typer.Option("--color/--no-color", help="Colour the terminal summary (default: when stdout is a TTY).")] = None,
+    fail_on_failure: Annotated[bool, typer.Option(help="Exit 1 when a root cause or job-level end is found.")] = False,
+) -> None:
+    """Analyse a job's logs (the default command)."""
+    from correlator.pipeline import Options, analyze
+    from correlator.report import render
+
+    if fmt not in FORMATS:
+        _fail(UsageError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}"))
+    opts = Options(
+        rule_dirs=tuple(str(p) for p in rules or ()), include_builtin_rules=not no_builtin_rules, tz=tz,
+        engine=engine, scheduler=scheduler, workers=workers, scanner=None if scanner == "auto" else scanner,
+        redact=not no_redact, all_files=all_files, job_id=job_id)
+    use_color = sys.stdout.isatty() and output is None if color is None else color
+    if follow:
+        from correlator.follow import follow as run_follow
+
+        try:
+            report = run_follow(paths, opts, interval_s=interval, out=sys.stdout, color=use_color)
+        except CorrelateError as e:
+            _fail(e)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+    else:
+        progress = None
+        if sys.stderr.isatty():
+            from correlator.progress import Progress
+
+            progress = Progress(sys.stderr)
+        try:
+            report = analyze(paths, opts, progress=progress)
+        except CorrelateError as e:
+            _fail(e)
+        except ValueError as e:  # scanner choice and similar option values
+            _fail(UsageError(str(e)))
+        finally:
+            if progress is not None:
+                progress.close()
+    text = render(report, fmt, color=use_color) if fmt == "terminal" else render(report, fmt)
+    _write(text, output)
+    if parquet is not None:
+        from correlator.report.parquet import write_parquet
+
+        write_parquet(report, parquet, str(report.job.get("id", "job")))
+    if fail_on_failure and report.verdict.value in ("root_cause", "job_level"):
+        raise typer.Exit(int(ExitCode.FAILURE_FOUND))
+
+
+@rules_app.command("check")
+def rules_check(
+    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder to check (repeatable).")] = None,
+    no_builtin_rules: Annotated[bool, typer.Option(help="Check only the --rules folders.")] = False,
+) -> None:
+    """Validate every rule file, lint them, and run every example on both scanners."""
+    from correlator.rulecheck import check_all
+
+    loaded, problems = check_all(list(rules or ()), not no_builtin_rules)
+    errors = [p for p in problems if p.level == "error"]
+    for p in problems:
+        typer.echo(f"{p.level}: {p}", err=p.level == "error")
+    n_ex = sum(len(r.examples) for r in loaded)
+    cats = len({r.category for r in loaded})
+    typer.echo(f"{len(loaded)} rules in {cats} categories, {n_ex} examples: "
+               f"{'ok' if not errors else f'{len(errors)} problem(s)'}")
+    if errors:
+        raise typer.Exit(1)
+
+
+@rules_app.command("list")
+def rules_list(
+    category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
+    role: Annotated[Optional[str], typer.Option(help="Only this role (primary, collateral, teardown, job, context).")] = None,
+    tag: Annotated[Optional[str], typer.Option(help="Only rules with this tag.")] = None,
+    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
+) -> None:
+    """List the rules: id, role, severity, title."""
+    from correlator.ruleset import load_rules
+
+    try:
+        loaded = load_rules(list(rules or ()))
+    except RuleError as e:
+        _fail(e)
+    shown = [r for r in loaded if (category is None or r.category == category)
+             and (role is None or r.role == role) and (tag is None or tag in r.tags)]
+    for r in shown:
+        typer.echo(f"{r.id:<52} {r.role:<10} {r.severity:<8} {r.title}")
+    typer.echo(f"{len(shown)} of {len(loaded)} rules", err=True)
+
+
+@rules_app.command("explain")
+def rules_explain(
+    rule_id: Annotated[str, typer.Argument(help="A rule id, e.g. storage.eio-on-checkpoint-save.")],
+    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
+) -> None:
+    """Print a rule's whole encyclopedia entry."""
+    from correlator.ruleset import load_rules
+
+    try:
+        loaded = {r.id: r for r in load_rules(list(rules or ()))}
+    except RuleError as e:
+        _fail(e)
+    r = loaded.get(rule_id)
+    if r is None:
+        near = [i for i in loaded if rule_id.split(".")[-1] in i][:5]
+        _fail(UsageError(f"no rule {rule_id!r}" + (f" (did you mean {', '.join(near)}?)" if near else ""),
+                         hint="list them with 'correlate rules list'"))
+        return
+    from correlator.explain import explain
+
+    typer.echo(explain(r))
+
+
+@app.command("history")
+def history_cmd(
+    directory: Annotated[Path, typer.Argument(help="A Parquet dataset written with --parquet.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
+) -> None:
+    """Summarise failures across jobs: by category and rule, and nodes that were the root more than once."""
+    from correlator import history
+
+    if not directory.is_dir():
+        _fail(InputError("no such Parquet dataset folder", str(directory), "write one with 'correlate ... --parquet DIR'"))
+    summary = history.summarize(directory)
+    typer.echo(history.render(summary, fmt), nl=False)
+
+
+def main() -> None:
+    """Entry point: ``correlate PATH...`` means ``correlate analyze PATH...``."""
+    argv = sys.argv[1:]
+    if argv and argv[0] == "--version":
+        from correlator import __version__
+
+        print(f"correlate {__version__}")
+        return
+    if argv and argv[0] not in SUBCOMMANDS:
+        argv = ["analyze", *argv]
+    try:
+        app(args=argv, prog_name="correlate")
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,190 @@
+"""Who is who across sources: global rank, host and local rank for every match and writer.
+
+Owns joining what the logs state (NCCL ``comm ... rank R`` lines with ``host:pid``, torchelastic
+failure tables, rendezvous ``global_ranks=[...]``, per-rank file names, srun task prefixes) into
+one mapping, and applying it. Only when the logs state nothing it falls back to
+``task * procs_per_node + local_rank`` and says so.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from correlator.model import Digest, Match, StreamFacts, Who
+
+
+@dataclass
+class IdentityMap:
+    by_task_local: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    by_host_pid: dict[tuple[str, int], int] = field(default_factory=dict)
+    by_node_local: dict[tuple[str, int], int] = field(default_factory=dict)
+    host_of_rank: dict[int, str] = field(default_factory=dict)
+    host_of_task: dict[tuple[str, int], str] = field(default_factory=dict)
+    local_of_rank: dict[int, int] = field(default_factory=dict)
+    #: sources whose srun task prefix is a node (torchrun under srun), not a rank
+    task_is_node: set[str] = field(default_factory=set)
+    procs_per_node: int | None = None
+    world_size: int | None = None
+    #: notes on what had to be assumed
+    notes: list[str] = field(default_factory=list)
+    inferred: bool = False
+
+
+def _group_key(path: str) -> str:
+    # srun task ids are per job step; files of one job share the mapping
+    return ""
+
+
+def build(digests: Sequence[Digest]) -> IdentityMap:
+    imap = IdentityMap()
+    local_max = -1
+    for d in digests:
+        has_local = any(s.who.local_rank is not None and s.who.task is not None for s in d.streams) or any(
+            m.who.local_rank is not None and m.who.task is not None and m.who.rank is not None for m in d.matches)
+        if has_local:
+            imap.task_is_node.add(d.source.path)
+        for s in d.streams:
+            if s.who.local_rank is not None:
+                local_max = max(local_max, s.who.local_rank)
+        for f in d.identities:
+            w = f.who
+            if w.local_rank is not None:
+                local_max = max(local_max, w.local_rank)
+            if w.rank is None:
+                continue
+            task = f.origin_task if f.origin_task is not None else w.task
+            if task is not None and w.local_rank is not None:
+                imap.by_task_local.setdefault((_group_key(d.source.path), task, w.local_rank), w.rank)
+            if w.host and w.pid is not None:
+                imap.by_host_pid.setdefault((w.host, w.pid), w.rank)
+            if w.host:
+                imap.host_of_rank.setdefault(w.rank, w.host)
+                if task is not None:
+                    imap.host_of_task.setdefault((_group_key(d.source.path), task), w.host)
+            if w.local_rank is not None:
+                imap.local_of_rank.setdefault(w.rank, w.local_rank)
+            if d.source.file_node and w.local_rank is not None:
+                imap.by_node_local.setdefault((d.source.file_node, w.local_rank), w.rank)
+        for m in d.matches:
+            w = m.who
+            if w.rank is not None and w.host:
+                imap.host_of_rank.setdefault(w.rank, w.host)
+            if w.rank is not None and w.task is not None and w.local_rank is not None:
+                imap.by_task_local.setdefault((_group_key(d.source.path), w.task, w.local_rank), w.rank)
+            if w.rank is not None and w.local_rank is not None:
+                imap.local_of_rank.setdefault(w.rank, w.local_rank)
+            nr = m.capture("nranks") or m.capture("world_size")
+            if nr and nr.isdigit():
+                imap.world_size = max(imap.world_size or 0, int(nr))
+    if local_max >= 0:
+        imap.procs_per_node = local_max + 1
+    # srun task -> host from ranks whose host is known
+    for (g, task, _local), rank in list(imap.by_task_local.items()):
+        host = imap.host_of_rank.get(rank)
+        if host:
+            imap.host_of_task.setdefault((g, task), host)
+    return imap
+
+
+def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> tuple[Who, bool]:
+    """The fullest identity for ``who``; the flag says a rank had to be inferred arithmetically."""
+    g = _group_key(path)
+    rank, local, host, task = who.rank, who.local_rank, who.host, who.task
+    inferred = False
+    if rank is None and task is not None and local is not None:
+        rank = imap.by_task_local.get((g, task, local))
+        if rank is None and imap.procs_per_node:
+            rank = task * imap.procs_per_node + local
+            inferred = True
+    if rank is None and task is not None and local is None and path not in imap.task_is_node:
+        rank = task  # plain srun: one task per rank
+    if rank is None and host and who.pid is not None:
+        rank = imap.by_host_pid.get((host, who.pid))
+    if rank is None and node is not None and local is not None:
+        rank = imap.by_node_local.get((node, local))
+    if rank is not None:
+        if host is None:
+            host = imap.host_of_rank.get(rank)
+        if local is None:
+            local = imap.local_of_rank.get(rank)
+    if host is None and task is not None:
+        host = imap.host_of_task.get((g, task))
+    return Who(rank, local, task, host, who.pid), inferred
+
+
+def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[StreamFacts], IdentityMap]:
+    """Every match and writer with its identity filled in from the whole job's statements."""
+    imap = build(digests)
+    # torchelastic log dirs without any mapping: number nodes in name order
+    nodes = sorted({d.source.file_node for d in digests if d.source.file_local_rank is not None and d.source.file_node})
+    node_index = {n: i for i, n in enumerate(nodes)}
+    matches: list[Match] = []
+    streams: list[StreamFacts] = []
+    inferred_any = False
+
+    def fill(who: Who, d: Digest) -> Who:
+        nonlocal inferred_any
+        w, inferred = resolve(who, d.source.path, imap, d.source.file_node)
+        if w.rank is None and d.source.file_local_rank is not None and w.task is None:
+            lr = w.local_rank if w.local_rank is not None else d.source.file_local_rank
+            if d.source.file_node in node_index and imap.procs_per_node:
+                w = replace(w, rank=node_index[d.source.file_node] * imap.procs_per_node + lr)
+                inferred = True
+            elif not nodes:
+                w = replace(w, rank=lr)
+                inferred = True
+        inferred_any |= inferred
+        return w
+
+    for d in digests:
+        for m in d.matches:
+            matches.append(replace(m, who=fill(m.who, d)))
+        for s in d.streams:
+            streams.append(replace(s, who=fill(s.who, d)))
+    if inferred_any:
+        imap.inferred = True
+        imap.notes.append(
+            f"some global ranks were inferred as node x {imap.procs_per_node} + local rank "
+            "(the logs state no mapping: no [rankN] prefix, NCCL init line, rendezvous result or failure table)")
+    return matches, streams, imap
+
+
+def hosts_by_count(matches: Sequence[Match]) -> Counter[str]:
+    return Counter(m.who.host for m in matches if m.who.host)
+
+
+def compress_ranks(ranks: Sequence[int]) -> str:
+    """``[0,1,2,3,5,7,8,9]`` -> ``"0-3,5,7-9"``."""
+    vals = sorted(set(ranks))
+    if not vals:
+        return ""
+    out = []
+    start = prev = vals[0]
+    for v in vals[1:]:
+        if v == prev + 1:
+            prev = v
+            continue
+        out.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = v
+    out.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(out)
+
+
+def expand_ranks(text: str) -> list[int]:
+    """The inverse of ``compress_ranks`` (also reads SLURM's ``2,4-5``)."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
+_ = defaultdict

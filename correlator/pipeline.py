@@ -1,0 +1,221 @@
+"""``analyze(inputs, options) -> Report``: the only module that knows the order of the stages.
+
+discover sources -> extract (engine: local pool or Dask) -> resolve identities -> estimate clocks
+-> attribute (per torchelastic attempt) -> assemble the report -> mask secrets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from correlator import attribution, clocks, identity
+from correlator.errors import InputError, UsageError
+from correlator.extract import Engine, ExtractOptions
+from correlator.model import (
+    Anchor, Diagnostic, Digest, Match, Report, Role, Rule, Stats, StreamFacts, TimeKind, Verdict, iso,
+)
+from correlator.timestamps import NS, resolve_tz
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    rule_dirs: tuple[str, ...] = ()
+    include_builtin_rules: bool = True
+    tz: str | None = None
+    engine: str = "local"
+    scheduler: str | None = None
+    workers: int | None = None
+    scanner: str | None = None
+    redact: bool = True
+    all_files: bool = False
+    job_id: str | None = None
+    chunk_bytes: int | None = None
+
+
+def load_engine_rules(opts: Options) -> list[Rule]:
+    from correlator.ruleset import load_rules
+
+    return load_rules([Path(d) for d in opts.rule_dirs], include_builtin=opts.include_builtin_rules)
+
+
+def _seq_anchors(matches: Sequence[Match]) -> list[tuple[str, str, int]]:
+    pts = []
+    for m in matches:
+        seq, ran = m.capture("seq"), m.capture("ran_for_ms")
+        if seq and ran and ran.isdigit() and m.time_ns is not None and m.time_kind is TimeKind.OWN:
+            dom = attribution.domain_of(m.who.host, m.who.rank, m.path)
+            pts.append((dom, f"seq:{seq}", m.time_ns - int(ran) * 1_000_000))
+    return pts
+
+
+def _anchor_points(anchors: Sequence[Anchor], imap: identity.IdentityMap) -> list[tuple[str, str, int]]:
+    pts = []
+    for a in anchors:
+        who, _ = identity.resolve(a.who, a.path, imap)
+        pts.append((attribution.domain_of(who.host, who.rank, a.path), f"{a.kind}:{a.key}", a.time_ns))
+    return pts
+
+
+def _known_ranks(matches: Sequence[Match], streams: Sequence[StreamFacts], imap: identity.IdentityMap) -> set[int]:
+    known = {m.who.rank for m in matches if m.who.rank is not None}
+    known |= {s.who.rank for s in streams if s.who.rank is not None}
+    known |= set(imap.by_task_local.values()) | set(imap.host_of_rank)
+    if imap.world_size and imap.world_size <= 65536:
+        known |= set(range(imap.world_size))
+    return known
+
+
+def _job_id(digests: Sequence[Digest], given: str | None) -> str:
+    import hashlib
+    import re
+
+    if given:
+        return given
+    for d in digests:
+        m = re.search(r"slurm-(\d+)", d.source.path)
+        if m:
+            return m.group(1)
+    for d in digests:
+        for m in d.matches:
+            j = m.capture("job_id") or m.capture("jobid")
+            if j:
+                return j.split(".")[0]
+    h = hashlib.sha1("\n".join(sorted(d.source.path for d in digests)).encode()).hexdigest()[:12]
+    return f"job-{h}"
+
+
+def analyze(inputs: Sequence[str], opts: Options | None = None, *,
+            progress: Callable[[int, int], None] | None = None,
+            rules: Sequence[Rule] | None = None) -> Report:
+    """Analyse the logs at ``inputs``; raises ``RuleError``/``InputError``/``UsageError`` only."""
+    from correlator import engines, sources
+    from correlator.redact import redact_report
+
+    opts = opts or Options()
+    started = time.perf_counter()
+    if opts.engine not in engines.ENGINES:
+        raise UsageError(f"unknown engine {opts.engine!r}: use one of {', '.join(engines.ENGINES)}")
+    rule_list = list(rules) if rules is not None else load_engine_rules(opts)
+    srcs, diags = sources.discover(list(inputs), all_files=opts.all_files)
+    if not srcs:
+        problems = "; ".join(f"{d.path}: {d.message}" for d in diags if d.level != "info") or "nothing to read"
+        raise InputError(f"no log could be read ({problems})", hint="pass files, folders, globs or - for stdin")
+    try:
+        tz = resolve_tz(opts.tz)
+    except Exception as e:  # zoneinfo raises several types for a bad name
+        raise UsageError(f"unknown time zone {opts.tz!r} ({e})", hint="use an IANA name like Europe/Berlin, or UTC") from None
+    xopts = ExtractOptions(tz=tz, scanner=opts.scanner,
+                           **({"chunk_bytes": opts.chunk_bytes} if opts.chunk_bytes else {}))
+    spec = engines.EngineSpec(opts.rule_dirs, opts.include_builtin_rules, opts.scanner, xopts)
+    engine = None
+    if opts.engine == "dask":
+        digests = engines.run_dask(srcs, spec, opts.scheduler)
+    else:
+        engine = Engine(rule_list, opts.scanner)
+        digests = engines.run_local(srcs, spec, engine, opts.workers, progress)
+    report = correlate(digests, rule_list, diags, started=started, job_id=opts.job_id,
+                       engine_name=opts.engine, scanner=engine.scanner.name if engine else "")
+    return redact_report(report) if opts.redact else report
+
+
+def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Sequence[Diagnostic] = (), *,
+              started: float | None = None, job_id: str | None = None, engine_name: str = "local",
+              scanner: str = "") -> Report:
+    """The global stage over digests only: identities, clocks, attribution, report assembly."""
+    started = started if started is not None else time.perf_counter()
+    rules = {r.id: r for r in rule_list}
+    matches, streams, imap = identity.resolve_digests(digests)
+    all_diags = list(diags)
+    for d in digests:
+        all_diags.extend(d.diagnostics)
+    all_diags.extend(Diagnostic("info", None, n) for n in imap.notes)
+
+    anchors = [a for d in digests for a in d.anchors]
+    points = _anchor_points(anchors, imap) + _seq_anchors(matches)
+    est = clocks.estimate(points)
+    domains = {attribution.domain_of(m.who.host, m.who.rank, m.path) for m in matches if m.who.host}
+    skew_note = ""
+    if len(est) >= 2:
+        worst = max(abs(c.offset_ns) for c in est.values())
+        resid = max(c.residual_ns for c in est.values())
+        skew_note = (f"clocks aligned on {len(est)} hosts from {sum(c.anchors for c in est.values())} anchors; "
+                     f"largest offset {worst / NS:.3f} s, residual skew <= {resid / NS:.3f} s")
+        unanchored = sorted(domains - set(est))
+        if unanchored:
+            all_diags.append(Diagnostic("info", None, f"no clock anchors for {', '.join(unanchored[:8])}: "
+                                                      f"their clocks are not corrected"))
+    elif len(domains) >= 2:
+        skew_note = (f"{len(domains)} hosts, but no shared anchors (steps or collectives logged by all) to "
+                     f"align their clocks: cross-host order assumes synchronised clocks")
+
+    known = _known_ranks(matches, streams, imap)
+    attempts = sorted({m.attempt for m in matches if m.attempt is not None})
+    per_attempt = []
+    if len(attempts) > 1:
+        for a in reversed(attempts):
+            ms = [m for m in matches if m.attempt in (a, None)]
+            ss = [s for s in streams if s.attempt in (a, None)]
+            o = attribution.attribute(ms, ss, rules, est, known, skew_note=skew_note)
+            per_attempt.append((a, o))
+        out = per_attempt[0][1]
+    else:
+        out = attribution.attribute(matches, streams, rules, est, known, skew_note=skew_note)
+    groups, chain, items = attribution.groups_and_chain(out)
+    tl = attribution.timeline(out)
+    rows = attribution.rank_rows(out, streams, known, est)
+    times = [t for s in streams for t in (s.first_ns, s.last_ns) if t is not None]
+    times += [m.time_ns for m in matches if m.time_ns is not None]
+    hosts = sorted({r.host for r in rows if r.host} | {m.who.host for m in matches if m.who.host})
+    tables = [f for d in digests for f in d.identities if f.source == "failure-table" and f.is_root_entry]
+    job: dict[str, object] = {
+        "id": _job_id(digests, job_id),
+        "ranks": len(known),
+        "hosts": hosts,
+        "start": iso(min(times)) if times else None,
+        "end": iso(max(times)) if times else None,
+        "procs_per_node": imap.procs_per_node,
+        "attempts": attempts,
+    }
+    if tables:
+        named = sorted({f.who.rank for f in tables if f.who.rank is not None})
+        job["launcher_root_cause_tables"] = [
+            {"node": f.who.host, "rank": f.who.rank, "local_rank": f.who.local_rank, "exitcode": f.exitcode,
+             "time": iso(f.time_ns)} for f in tables]
+        if out.root is not None and out.root.rank is not None and named and out.root.rank not in named:
+            all_diags.append(Diagnostic(
+                "info", None, f"the launcher's 'Root Cause (first observed failure)' tables name rank(s) "
+                              f"{identity.compress_ranks(named)}, not rank {out.root.rank}: torchrun picks the "
+                              f"earliest whole-second failure per node and cannot see other nodes"))
+    attempt_rows = []
+    for a, o in per_attempt:
+        attempt_rows.append({"attempt": a, "verdict": o.verdict.value,
+                             "rank": o.root.rank if o.root else None, "rule": o.root.rule if o.root else None,
+                             "time": o.root.time if o.root else None})
+    stats = Stats(
+        sources=len(digests), bytes=sum(d.bytes_read for d in digests), lines=sum(d.lines for d in digests),
+        seconds=round(time.perf_counter() - started, 3), bytes_skipped=sum(d.bytes_skipped for d in digests),
+        lines_capped=sum(d.lines_capped for d in digests),
+        sources_unreadable=sum(1 for d in digests if any(x.level == "error" for x in d.diagnostics)),
+        matches=len(matches), engine=engine_name, scanner=scanner)
+    return Report(
+        verdict=out.verdict, root_cause=out.root, collateral=tuple(items), groups=tuple(groups),
+        timeline=tuple(tl), ranks=tuple(rows), clocks=tuple(attribution.clock_rows(est)),
+        diagnostics=tuple(_dedupe(all_diags)), stats=stats, chain=tuple(chain), job=job,
+        attempts=tuple(attempt_rows))
+
+
+def _dedupe(diags: Sequence[Diagnostic]) -> list[Diagnostic]:
+    seen = set()
+    out = []
+    for d in diags:
+        k = (d.level, d.path, d.message)
+        if k not in seen:
+            seen.add(k)
+            out.append(d)
+    return out
+
+
+_ = (replace, Role, Verdict)
