@@ -1,0 +1,562 @@
+"""The post-mortem document (``--format markdown``), and the presentation helpers other renderers share.
+
+This module owns how a ``Report`` reads as a post-mortem: the headline verdict, the job facts, the
+root cause with its evidence lines, the fix and the checklist to confirm it, the causal chain, the
+collateral groups, a capped timeline table and what could not be read. It also owns the small
+view helpers that the HTML renderer reuses so both documents say the same thing (job facts,
+timeline capping, time and delay formatting, rank ranges).
+
+It reads a ``Report`` and never recomputes analysis: no ordering, attribution or clock work
+happens here. Log text is already secret-masked upstream; here it is only quoted safely: every
+piece of log text goes into a code span (where Markdown and HTML are inert), and table cells
+escape ``|`` so a log line cannot break the table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+
+from correlator.model import Report, TimelineEvent, Verdict
+
+#: timeline rows a Markdown post-mortem shows before it says how many were left out
+TIMELINE_LIMIT = 200
+#: log text longer than this is cut in tables (the full line is in the source at ``path:line``)
+TEXT_LIMIT = 240
+#: list items (hosts, clock rows, diagnostics) shown before "... and N more"
+LIST_LIMIT = 40
+
+_VERDICT_WORDS = {
+    Verdict.ROOT_CAUSE: "root cause found",
+    Verdict.JOB_LEVEL: "job-level end (no failing rank)",
+    Verdict.NO_FAILURE: "no failure found",
+    Verdict.UNDETERMINED: "failures seen, but no rank can be named",
+}
+
+_DECIDED_BY = {
+    "primary": "the earliest primary failure",
+    "signal-exit": "a worker killed by a signal nobody sent it",
+    "dump-pointer": "other ranks' dump signals pointing at it",
+    "missing-from-collective": "the rank missing from the collective everyone else waited in",
+    "nccl-work-counters": "NCCL work counters (it never enqueued the collective)",
+    "progress-stopped": "its progress markers stopped first",
+    "output-stopped": "its output stopped first",
+    "failure-table": "the launcher's failure table",
+}
+
+
+# --- shared view helpers (also used by html.py) --------------------------------------------------
+
+
+def parse_iso(text: str | None) -> float | None:
+    """Seconds since the epoch of a report time (``2026-03-02T14:07:31.412Z``), or None."""
+    if not text:
+        return None
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def fmt_time(text: str | None, *, date: bool = True) -> str:
+    """A report time for people: ``2026-03-02 14:07:31.412`` (UTC), or ``14:07:31.412``."""
+    if not text:
+        return "-"
+    seconds = parse_iso(text)
+    if seconds is None:
+        return text
+    dt = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    clock = dt.strftime("%H:%M:%S") + f".{int(round(dt.microsecond / 1000)) % 1000:03d}"
+    return f"{dt.strftime('%Y-%m-%d')} {clock}" if date else clock
+
+
+def fmt_delta(seconds: float | None) -> str:
+    """A delay after the root: ``+600.2 s``, ``+35 ms``, ``-1.20 s``, ``0 s``."""
+    if seconds is None:
+        return "-"
+    if seconds == 0:
+        return "0 s"
+    sign = "+" if seconds > 0 else "-"
+    mag = abs(seconds)
+    if mag < 1:
+        return f"{sign}{mag * 1000:.0f} ms"
+    if mag < 100:
+        return f"{sign}{mag:.2f} s"
+    if mag < 3600:
+        return f"{sign}{mag:.1f} s"
+    hours, rest = divmod(int(round(mag)), 3600)
+    return f"{sign}{mag:.0f} s ({hours} h {rest // 60:02d} min)"
+
+
+def fmt_duration(seconds: float) -> str:
+    mag = abs(seconds)
+    if mag < 60:
+        return f"{mag:.1f} s"
+    if mag < 3600:
+        return f"{int(mag // 60)} min {int(mag % 60):02d} s"
+    return f"{int(mag // 3600)} h {int(mag % 3600 // 60):02d} min"
+
+
+def rank_ranges(ranks: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5`` (the same notation as a group's ``ranks``)."""
+    values = sorted(set(ranks))
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    text = text.replace("\r", " ").replace("\n", " ⏎ ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def who(rank: int | None, host: str | None, local_rank: int | None = None) -> str:
+    """``rank 37 on gpu-a09 (local rank 5)``; plain text, not escaped."""
+    parts = [f"rank {rank}" if rank is not None else "no rank"]
+    if host:
+        parts.append(f"on {host}")
+    if local_rank is not None:
+        parts.append(f"(local rank {local_rank})")
+    return " ".join(parts)
+
+
+def headline(report: Report) -> str:
+    """One line a person reads first; plain text (callers escape it for their format)."""
+    root = report.root_cause
+    if report.verdict == Verdict.ROOT_CAUSE and root is not None:
+        tie = f", tied with ranks {rank_ranges(root.tie)}" if root.tie else ""
+        return f"{who(root.rank, root.host)} failed first: {root.title}{tie}"
+    if report.verdict == Verdict.JOB_LEVEL:
+        title = root.title if root is not None else _job_end_title(report)
+        return f"the job ended for a job-level reason: {title}" if title else "the job ended for a job-level reason"
+    if report.verdict == Verdict.NO_FAILURE:
+        return "no failure found in the logs"
+    return "failures were seen, but no rank can be named as the first"
+
+
+def _job_end_title(report: Report) -> str:
+    for group in report.groups:
+        if group.role == "job":
+            return group.title or group.rule
+    for link in report.chain:
+        if link.stage == "job":
+            return link.summary or link.rule
+    return ""
+
+
+def _seq_text(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [str(v) for v in value]
+        more = len(items) - LIST_LIMIT
+        shown = ", ".join(items[:LIST_LIMIT])
+        return f"{len(items)}: {shown}" + (f", … and {more} more" if more > 0 else "")
+    return str(value)
+
+
+def time_span(report: Report) -> tuple[str | None, str | None]:
+    """The first and last time the report knows of (job facts first, then ranks, then timeline)."""
+    job = report.job
+    for lo_key, hi_key in (("start", "end"), ("first", "last"), ("first_time", "last_time")):
+        lo, hi = job.get(lo_key), job.get(hi_key)
+        if isinstance(lo, str) or isinstance(hi, str):
+            return (lo if isinstance(lo, str) else None, hi if isinstance(hi, str) else None)
+    span = job.get("span") or job.get("time_span")
+    if isinstance(span, (list, tuple)) and len(span) == 2:
+        return (str(span[0]) if span[0] else None, str(span[1]) if span[1] else None)
+    if isinstance(span, dict):
+        lo, hi = span.get("first") or span.get("start"), span.get("last") or span.get("end")
+        return (str(lo) if lo else None, str(hi) if hi else None)
+    times = [t for r in report.ranks for t in (r.first_time, r.last_time) if t]
+    times += [e.time for e in report.timeline if e.time]
+    if not times:
+        return None, None
+    keyed = sorted((parse_iso(t) or 0.0, t) for t in times)
+    return keyed[0][1], keyed[-1][1]
+
+
+def job_hosts(report: Report) -> list[str]:
+    hosts = report.job.get("hosts")
+    if isinstance(hosts, (list, tuple)):
+        return [str(h) for h in hosts]
+    seen: dict[str, None] = {}
+    for row in report.ranks:
+        if row.host:
+            seen.setdefault(row.host)
+    for event in report.timeline:
+        if event.host:
+            seen.setdefault(event.host)
+    return list(seen)
+
+
+def job_counts(report: Report) -> tuple[int | None, int | None]:
+    """(ranks, hosts) of the job as the report states them."""
+    ranks = report.job.get("ranks")
+    n_ranks: int | None
+    if isinstance(ranks, bool):
+        n_ranks = None
+    elif isinstance(ranks, int):
+        n_ranks = ranks
+    elif isinstance(ranks, (list, tuple)):
+        n_ranks = len(ranks)
+    else:
+        n_ranks = len(report.ranks) or None
+    hosts = report.job.get("hosts")
+    if isinstance(hosts, int) and not isinstance(hosts, bool):
+        n_hosts: int | None = hosts
+    else:
+        n_hosts = len(job_hosts(report)) or None
+    return n_ranks, n_hosts
+
+
+_JOB_LABELS = {
+    "id": "job id", "job_id": "job id", "name": "job name", "tz": "time zone",
+    "time_zone": "time zone", "tz_assumed": "time zone assumed", "attempts": "attempts",
+    "scheduler": "scheduler", "launcher": "launcher", "nodes": "nodes",
+}
+_JOB_SKIP = {"hosts", "ranks", "start", "end", "first", "last", "first_time", "last_time", "span",
+             "time_span"}
+
+
+def job_facts(report: Report) -> list[tuple[str, str]]:
+    """(label, value) pairs, plain text: the job's id, size, time span and whatever else it states."""
+    facts: list[tuple[str, str]] = []
+    job_id = report.job.get("id", report.job.get("job_id"))
+    if job_id is not None:
+        facts.append(("job id", str(job_id)))
+    n_ranks, n_hosts = job_counts(report)
+    facts.append(("ranks", str(n_ranks) if n_ranks is not None else "unknown"))
+    hosts = job_hosts(report)
+    if hosts:
+        facts.append(("hosts", _seq_text(hosts)))
+    elif n_hosts is not None:
+        facts.append(("hosts", str(n_hosts)))
+    first, last = time_span(report)
+    if first or last:
+        span = f"{fmt_time(first)} → {fmt_time(last)} UTC"
+        lo, hi = parse_iso(first), parse_iso(last)
+        if lo is not None and hi is not None:
+            span += f" ({fmt_duration(hi - lo)})"
+        facts.append(("time span", span))
+    for key, value in report.job.items():
+        if key in _JOB_SKIP or key in ("id", "job_id") or value is None or value == "":
+            continue
+        facts.append((_JOB_LABELS.get(key, key.replace("_", " ")), _seq_text(value)))
+    stats = report.stats
+    facts.append(("input read", f"{stats.sources} sources, {stats.lines:,} lines, {stats.bytes:,} bytes "
+                                f"in {stats.seconds:.2f} s ({stats.engine})"))
+    return facts
+
+
+def clock_note(report: Report) -> str:
+    """What was done to host clocks, in one sentence (plain text)."""
+    if not report.clocks:
+        return "No clock correction was applied (no synchronisation anchors): times are as each host logged them."
+    worst = max(report.clocks, key=lambda c: abs(c.offset_s))
+    residual = max(c.residual_s for c in report.clocks)
+    return (f"Times are UTC after clock-skew correction of {len(report.clocks)} hosts "
+            f"(largest offset {worst.offset_s:+.3f} s on {worst.host}, residual skew ≤ {residual * 1000:.0f} ms).")
+
+
+def select_timeline(events: Sequence[TimelineEvent], limit: int) -> tuple[list[TimelineEvent], int]:
+    """Cap a long timeline for reading: ``(kept events in their order, how many were left out)``.
+
+    Keeps, in this order until ``limit``: the root, independent and job-level events; the first
+    three and the last event of each (rule, label) wave; then the rest in timeline order. The
+    order of the kept events is the report's order; nothing is re-sorted.
+    """
+    if len(events) <= limit:
+        return list(events), 0
+    tiers: list[list[int]] = [[], [], []]
+    seen: dict[tuple[str, str], list[int]] = {}
+    for index, event in enumerate(events):
+        if event.label in ("root", "independent", "job") or event.role in ("primary", "job"):
+            tiers[0].append(index)
+        else:
+            seen.setdefault((event.rule, event.label or event.role), []).append(index)
+    placed = set(tiers[0])
+    for indices in seen.values():
+        for index in indices[:3] + indices[-1:]:
+            if index not in placed:
+                tiers[1].append(index)
+                placed.add(index)
+    tiers[2] = [i for i in range(len(events)) if i not in placed]
+    chosen: list[int] = []
+    for tier in tiers:
+        room = limit - len(chosen)
+        if room <= 0:
+            break
+        chosen.extend(tier[:room])
+    chosen.sort()
+    return [events[i] for i in chosen], len(events) - len(chosen)
+
+
+# --- Markdown quoting ----------------------------------------------------------------------------
+
+_MD_PUNCT = re.compile(r"([\\`*_\[\]<>~&])")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+
+
+def md_code(text: str) -> str:
+    """Inline code span that holds any text (backticks, HTML, pipes) literally."""
+    text = text.replace("\r", " ").replace("\n", " ⏎ ")
+    if not text:
+        return "` `"
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_escape(text: str) -> str:
+    """Plain text (a host name, a title) with every Markdown/HTML-active character escaped."""
+    return _MD_PUNCT.sub(r"\\\1", text.replace("\r", " ").replace("\n", " "))
+
+
+def md_cell(text: str) -> str:
+    """Table cell content: a ``|`` would end the cell even inside a code span (GFM)."""
+    return text.replace("|", "\\|")
+
+
+def md_prose(text: str) -> str:
+    """Rule prose keeps its Markdown (code spans, emphasis) but cannot open raw HTML."""
+    out: list[str] = []
+    pos = 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(text[pos:m.start()].replace("<", "&lt;").replace(">", "&gt;"))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(text[pos:].replace("<", "&lt;").replace(">", "&gt;"))
+    return "".join(out).strip()
+
+
+def _md_link(url: str) -> str:
+    if re.fullmatch(r"https?://[^\s<>]+", url):
+        return f"<{url}>"
+    return md_code(url)
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _one_date(report: Report) -> bool:
+    dates = {e.time[:10] for e in report.timeline if e.time}
+    return len(dates) <= 1
+
+
+# --- the document --------------------------------------------------------------------------------
+
+
+def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT) -> str:
+    """The post-mortem as GitHub-flavoured Markdown."""
+    out: list[str] = []
+    job_id = report.job.get("id", report.job.get("job_id"))
+    title = f"Post-mortem: job {job_id}" if job_id is not None else "Post-mortem"
+    out += [f"# {md_escape(title)}", "", f"**{md_escape(headline(report))}**", ""]
+    out += _verdict_line(report)
+    out += _job_section(report)
+    out += _root_section(report)
+    out += _chain_section(report)
+    out += _collateral_section(report)
+    out += _timeline_section(report, timeline_limit)
+    out += _ranks_section(report)
+    out += _attempts_section(report)
+    out += _diagnostics_section(report)
+    out += ["---", f"_Written by correlate from report schema `{md_escape(report.schema)}`; "
+                   "all times UTC._", ""]
+    return "\n".join(out)
+
+
+def _verdict_line(report: Report) -> list[str]:
+    root = report.root_cause
+    bits = [f"verdict: **{_VERDICT_WORDS.get(report.verdict, str(report.verdict))}**"]
+    if root is not None:
+        bits.append(f"rule {md_code(root.rule)}")
+        if root.time:
+            bits.append(f"at {fmt_time(root.time)} UTC")
+        bits.append(f"confidence {root.confidence:.2f}")
+    return [" · ".join(bits), ""]
+
+
+def _job_section(report: Report) -> list[str]:
+    out = ["## Job", ""]
+    out += _table(("fact", "value"), ((label, md_escape(value)) for label, value in job_facts(report)))
+    out += ["", "### Clock offsets", "", md_escape(clock_note(report)), ""]
+    if report.clocks:
+        rows = sorted(report.clocks, key=lambda c: -abs(c.offset_s))
+        out += _table(("host", "offset", "residual", "anchors"),
+                      ((md_escape(c.host), f"{c.offset_s:+.3f} s", f"{c.residual_s * 1000:.1f} ms",
+                        str(c.anchors)) for c in rows[:LIST_LIMIT]))
+        if len(rows) > LIST_LIMIT:
+            out += ["", f"_… and {len(rows) - LIST_LIMIT} more hosts with smaller offsets._"]
+        out.append("")
+    return out
+
+
+def _root_section(report: Report) -> list[str]:
+    root = report.root_cause
+    if root is None:
+        out = ["## Root cause", ""]
+        if report.verdict == Verdict.NO_FAILURE:
+            out += ["No rank logged a failure that the rules know, and no job-level end was seen.", ""]
+        elif report.verdict == Verdict.JOB_LEVEL:
+            out += [f"The job was ended from outside ({md_escape(_job_end_title(report) or 'job-level event')}); "
+                    "no rank failed before that.", ""]
+        else:
+            out += ["Failures were seen but the evidence does not single out a first rank; "
+                    "see the timeline and the diagnostics below.", ""]
+        return out
+    out = ["## Root cause", ""]
+    facts = [("where", md_escape(who(root.rank, root.host, root.local_rank))),
+             ("what", f"{md_escape(root.title)} ({md_code(root.rule)})"),
+             ("category / severity", f"{md_escape(root.category)} / {md_escape(root.severity)}"),
+             ("when", f"{fmt_time(root.time)} UTC" if root.time else "no timestamp"),
+             ("confidence", f"{root.confidence:.2f}"),
+             ("decided by", md_escape(_DECIDED_BY.get(root.decided_by, root.decided_by)))]
+    if root.tie:
+        facts.append(("tied with", f"ranks {rank_ranges(root.tie)} (could not be ordered before it)"))
+    if root.attempt is not None:
+        facts.append(("attempt", str(root.attempt)))
+    out += _table(("", ""), facts) + [""]
+    out += ["### Evidence", ""]
+    if root.evidence:
+        for ev in root.evidence:
+            out.append(f"- {md_code(f'{ev.path}:{ev.line}')} {md_code(clip(ev.text))}")
+    else:
+        out.append("_No log line carries this verdict on its own; see “Why this rank”._")
+    out.append("")
+    if root.why:
+        out += ["### Why this rank", ""] + [f"- {md_prose(w)}" for w in root.why] + [""]
+    if root.mechanism:
+        out += ["### Mechanism", "", md_prose(root.mechanism), ""]
+    if root.fix:
+        out += ["### Fix", "", md_prose(root.fix), ""]
+    if root.confirm:
+        out += ["### Confirm", ""] + [f"- [ ] {md_prose(c)}" for c in root.confirm] + [""]
+    if root.prevention:
+        out += ["### Prevention", "", md_prose(root.prevention), ""]
+    if root.references:
+        out += ["### References", ""] + [f"- {_md_link(r)}" for r in root.references] + [""]
+    return out
+
+
+def _chain_section(report: Report) -> list[str]:
+    if not report.chain:
+        return []
+    out = ["## Causal chain", ""]
+    for number, link in enumerate(report.chain, start=1):
+        ranks = f" ranks {md_escape(link.ranks)}" if link.ranks else ""
+        count = f" ({link.count})" if link.count > 1 else ""
+        summary = f" — {md_prose(link.summary)}" if link.summary else ""
+        out.append(f"{number}. **{md_escape(link.stage)}** {md_code(link.rule)}{ranks}{count}{summary}")
+    return out + [""]
+
+
+def _collateral_section(report: Report) -> list[str]:
+    out = ["## Collateral", ""]
+    if not report.groups:
+        return out + ["_No other rank's errors were attributed to the root._", ""]
+    out += ["Errors on other ranks that follow from the root, grouped by rule and rank set:", ""]
+    rows = []
+    for g in report.groups:
+        when = f"{fmt_delta(g.first_after_s)} … {fmt_delta(g.last_after_s)}" \
+            if g.first_after_s is not None else "-"
+        rows.append((md_code(g.rule) + (f" {md_escape(g.title)}" if g.title else ""),
+                     md_escape(g.label or g.role), md_escape(g.ranks or "-"), str(g.count),
+                     when, f"{fmt_time(g.first)} → {fmt_time(g.last, date=False)}"))
+    out += _table(("rule", "part", "ranks", "events", "after root", "first → last (UTC)"), rows)
+    return out + [""]
+
+
+def _timeline_section(report: Report, limit: int) -> list[str]:
+    out = ["## Timeline", ""]
+    if not report.timeline:
+        return out + ["_No rule matched any line._", ""]
+    kept, left_out = select_timeline(report.timeline, limit)
+    one_date = _one_date(report)
+    if one_date:
+        first = next((e.time for e in report.timeline if e.time), None)
+        if first:
+            out += [f"Times are UTC on {first[:10]}.", ""]
+    if left_out:
+        out += [f"_{len(kept)} of {len(report.timeline)} events shown; {left_out} left out "
+                "(repeats of the waves above; the JSON or Parquet output has all of them)._", ""]
+    rows = []
+    for e in kept:
+        marker = "**ROOT** " if e.label == "root" else ""
+        when = fmt_time(e.time, date=not one_date) if e.time else "-"
+        if e.time and e.time_kind != "own":
+            when += " ~"
+        rows.append((when, fmt_delta(e.after_root_s), md_escape(e.host or "-"),
+                     "-" if e.rank is None else str(e.rank), marker + md_code(e.rule),
+                     md_escape(e.label or e.role), md_code(f"{e.path}:{e.line}"), md_code(clip(e.text))))
+    out += _table(("time", "after root", "host", "rank", "rule", "part", "where", "text"), rows)
+    if any(e.time and e.time_kind != "own" for e in kept):
+        out += ["", "_~ the line had no timestamp of its own: its time is taken from a neighbouring line._"]
+    return out + [""]
+
+
+def _ranks_section(report: Report) -> list[str]:
+    if not report.ranks:
+        return []
+    by_state: dict[str, list[int]] = {}
+    for row in report.ranks:
+        by_state.setdefault(str(row.state), []).append(row.rank)
+    out = ["## Ranks", ""]
+    rows = [(md_escape(state), str(len(ranks)), md_escape(clip(rank_ranges(ranks), 160)))
+            for state, ranks in sorted(by_state.items(), key=lambda kv: -len(kv[1]))]
+    out += _table(("state", "ranks", "which"), rows)
+    silent = [r for r in report.ranks if str(r.state) == "silent"]
+    if silent:
+        out += ["", "Silent ranks (no error, output stopped early — hang suspects):", ""]
+        for r in silent[:LIST_LIMIT]:
+            step = f", last step {r.last_step}" if r.last_step is not None else ""
+            out.append(f"- rank {r.rank} on {md_escape(r.host or '?')}: last line {fmt_time(r.last_time)}{step}")
+        if len(silent) > LIST_LIMIT:
+            out.append(f"- … and {len(silent) - LIST_LIMIT} more")
+    return out + [""]
+
+
+def _attempts_section(report: Report) -> list[str]:
+    if not report.attempts:
+        return []
+    out = ["## Attempts (torchelastic restarts)", ""]
+    for attempt in report.attempts:
+        out.append("- " + md_escape(", ".join(f"{k}: {_seq_text(v)}" for k, v in attempt.items())))
+    return out + [""]
+
+
+def _diagnostics_section(report: Report) -> list[str]:
+    out = ["## What could not be read", ""]
+    stats = report.stats
+    notes = []
+    if stats.sources_unreadable:
+        notes.append(f"{stats.sources_unreadable} sources could not be read at all")
+    if stats.bytes_skipped:
+        notes.append(f"{stats.bytes_skipped:,} bytes were skipped")
+    if stats.lines_capped:
+        notes.append(f"{stats.lines_capped:,} over-long lines were cut (still scanned in full)")
+    if not report.diagnostics and not notes:
+        return out + ["Everything given was read.", ""]
+    out += [f"- {n}" for n in notes]
+    shown = report.diagnostics[:LIST_LIMIT]
+    for d in shown:
+        where = f"{md_code(d.path)}: " if d.path else ""
+        out.append(f"- **{md_escape(d.level)}** {where}{md_escape(d.message)}")
+    if len(report.diagnostics) > LIST_LIMIT:
+        out.append(f"- … and {len(report.diagnostics) - LIST_LIMIT} more diagnostics (see the JSON output)")
+    return out + [""]

@@ -1,0 +1,297 @@
+"""The HTML post-mortem: self-contained, escaped, legible at 4096 ranks, and loaded in real Chromium.
+
+The Chromium tests fail (they do not skip) when the browser is missing: CI installs it with
+``apt-get install -y chromium``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from correlator.model import (
+    ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,
+    Stats, TimelineEvent, Verdict, iso,
+)
+from correlator.report import html as html_report
+
+# --- fixtures: Report objects built by hand -----------------------------------------------------
+
+NS = 1_000_000_000
+T0 = 1_772_460_451_412_000_000  # 2026-03-02T14:07:31.412Z
+HOSTILE = "OSError: <script>alert(1)</script> <img src=x onerror=alert(1)> a|b `tick` & done"
+EIO = "OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_18000/model.pt'"
+
+
+def _ranges(ranks: list[int]) -> str:
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def make_report(n_hosts: int = 2, per_host: int = 4, root_rank: int = 1, root_text: str = EIO,
+                job_id: str = "88123", hosts: list[str] | None = None) -> Report:
+    """Rank ``root_rank`` hits EIO on save; 600 s later every other rank's NCCL watchdog fires;
+    torchrun sends SIGTERM on every host; SLURM cancels the step."""
+    hosts = hosts or [f"gpu-a{i:02d}" for i in range(1, n_hosts + 1)]
+    n = n_hosts * per_host
+
+    def host(rank: int) -> str:
+        return hosts[rank // per_host]
+
+    root_host = host(root_rank)
+    events = [TimelineEvent(time=iso(T0), rank=root_rank, host=root_host, rule="storage.eio-on-checkpoint-save",
+                            role="primary", path="slurm-88123.out", line=20418, text=root_text, label="root",
+                            after_root_s=0.0, local_rank=root_rank % per_host)]
+    collateral = []
+    others = [r for r in range(n) if r != root_rank]
+    for r in others:
+        delay = 600.2 + (r % 7) / 10
+        t = iso(T0 + int(delay * NS))
+        text = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18812, OpType=ALLREDUCE, "
+                f"NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for {600200 + r % 7} milliseconds before timing out.")
+        events.append(TimelineEvent(time=t, rank=r, host=host(r), rule="nccl.watchdog-collective-timeout",
+                                    role="collateral", path="slurm-88123.out", line=20500 + r, text=text,
+                                    label="collateral", after_root_s=delay, local_rank=r % per_host))
+        collateral.append(CollateralItem(rank=r, host=host(r), rule="nccl.watchdog-collective-timeout", time=t,
+                                         after_root_s=delay, path="slurm-88123.out", line=20500 + r))
+    for i, h in enumerate(hosts):
+        events.append(TimelineEvent(
+            time=iso(T0 + 601 * NS + i * 1_000_000), rank=None, host=h, rule="launcher.torchrun-sigterm-to-workers",
+            role="teardown", path="slurm-88123.out", line=30000 + i, label="teardown", after_root_s=601 + i / 1000,
+            text=f"[2026-03-02 14:17:32,412] torch.distributed.elastic.multiprocessing.api: [WARNING] "
+                 f"Sending process {4000 + i} closing signal SIGTERM"))
+    events.append(TimelineEvent(time=iso(T0 + 632 * NS), rank=None, host=hosts[0], rule="slurm.step-cancelled",
+                                role="teardown", path="slurm-88123.out", line=40000, label="teardown",
+                                after_root_s=632.0,
+                                text="slurmstepd: error: *** STEP 88123.0 ON gpu-a01 CANCELLED AT 2026-03-02T14:18:03 ***"))
+    events.sort(key=lambda e: e.time or "")
+    groups = (
+        Group(rule="nccl.watchdog-collective-timeout", role="collateral", ranks=_ranges(others), count=len(others),
+              first=iso(T0 + int(600.2 * NS)), last=iso(T0 + int(600.8 * NS)), label="collateral",
+              first_after_s=600.2, last_after_s=600.8, title="NCCL watchdog timed out a collective"),
+        Group(rule="launcher.torchrun-sigterm-to-workers", role="teardown", ranks="", count=n_hosts,
+              first=iso(T0 + 601 * NS), last=iso(T0 + 601 * NS + (n_hosts - 1) * 1_000_000), label="teardown",
+              first_after_s=601.0, last_after_s=601 + (n_hosts - 1) / 1000),
+        Group(rule="slurm.step-cancelled", role="teardown", ranks="", count=1, first=iso(T0 + 632 * NS),
+              last=iso(T0 + 632 * NS), label="teardown", first_after_s=632.0, last_after_s=632.0),
+    )
+    ranks = tuple(RankRow(rank=r, host=host(r), local_rank=r % per_host,
+                          state=RankState.ROOT if r == root_rank else RankState.COLLATERAL,
+                          first_time=iso(T0 - 3600 * NS), last_time=iso(T0 + (0 if r == root_rank else 601) * NS),
+                          lines=1200, last_step=18000) for r in range(n))
+    root = RootCause(
+        rank=root_rank, host=root_host, local_rank=root_rank % per_host, rule="storage.eio-on-checkpoint-save",
+        title="Checkpoint save failed with EIO", category="storage", severity="critical", time=iso(T0),
+        confidence=0.94, tie=(), evidence=(Evidence(path="slurm-88123.out", line=20418, text=root_text),),
+        mechanism="The file system returned `EIO` while this rank wrote its shard.\n\nThe others waited.",
+        fix="Check the storage targets with `lfs check osts`, then resume from the last good checkpoint.",
+        confirm=("Run `lfs check osts` on the node", "Look for `LustreError` in the kernel log <dmesg>"),
+        references=("https://github.com/pytorch/pytorch/blob/main/torch/serialization.py",),
+        why=(f"rank {root_rank} is the only rank with a primary failure",),
+        prevention="Write checkpoints to node-local disk first.")
+    return Report(
+        verdict=Verdict.ROOT_CAUSE, root_cause=root, collateral=tuple(collateral), groups=groups,
+        timeline=tuple(events), ranks=ranks,
+        clocks=tuple(ClockRow(host=h, offset_s=0.012 * i, residual_s=0.003, anchors=40) for i, h in enumerate(hosts)),
+        diagnostics=(Diagnostic(level="warning", path="rank-3.log.gz", message="truncated gzip stream at byte 1048576"),),
+        stats=Stats(sources=2, bytes=10_000_000, lines=120_000, seconds=0.8),
+        chain=(ChainLink(stage="root", rule="storage.eio-on-checkpoint-save", ranks=str(root_rank), count=1,
+                         summary="EIO while saving a checkpoint"),
+               ChainLink(stage="collateral", rule="nccl.watchdog-collective-timeout", ranks=_ranges(others),
+                         count=len(others), summary="watchdog timeouts 600 s later"),
+               ChainLink(stage="teardown", rule="slurm.step-cancelled", ranks="", count=1, summary="step cancelled")),
+        job={"id": job_id, "hosts": list(hosts), "ranks": n})
+
+
+def empty_report(verdict: Verdict = Verdict.NO_FAILURE) -> Report:
+    return Report(verdict=verdict, root_cause=None, collateral=(), groups=(), timeline=(), ranks=(), clocks=(),
+                  diagnostics=(), stats=Stats(sources=1, bytes=10, lines=1, seconds=0.01))
+
+
+class _Tags(HTMLParser):
+    """Every start tag and attribute the browser would build from the page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _parse(page: str) -> _Tags:
+    parser = _Tags()
+    parser.feed(page)
+    parser.close()
+    return parser
+
+
+# --- page content --------------------------------------------------------------------------------
+
+
+def test_page_is_self_contained() -> None:
+    page = html_report.render(make_report())
+    tags = _parse(page).tags
+    names = {t for t, _ in tags}
+    assert "script" not in names and "link" not in names and "iframe" not in names and "img" not in names
+    for tag, attrs in tags:
+        assert "src" not in attrs, tag
+        assert not any(k.startswith("on") for k in attrs), (tag, attrs)
+        if tag != "a":  # reference links are links, not fetches
+            assert not any(str(v).startswith(("http:", "https:", "//")) for k, v in attrs.items()
+                           if k not in ("xmlns",)), (tag, attrs)
+    assert "@import" not in page and "url(" not in page and "@font-face" not in page
+    csp = [a["content"] for t, a in tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    assert csp and "default-src 'none'" in csp[0]
+
+
+def test_page_has_the_post_mortem_content() -> None:
+    page = html_report.render(make_report())
+    text = " ".join(_parse(page).text)
+    for heading in ("Timeline", "Root cause", "Evidence", "Why this rank", "Mechanism", "Fix", "Confirm",
+                    "Prevention", "References", "Job", "Clock offsets", "Causal chain", "Collateral",
+                    "Timeline table", "Ranks", "What could not be read"):
+        assert f"<h2>{heading}</h2>" in page or f"<h3>{heading}</h3>" in page, heading
+    assert "rank 1 on gpu-a01 failed first: Checkpoint save failed with EIO" in text
+    assert "slurm-88123.out:20418" in text
+    assert "truncated gzip stream at byte 1048576" in text
+    assert page.count('id="root-event"') == 1
+
+
+def test_svg_marks_root_shades_waves_and_notes_clock_correction() -> None:
+    page = html_report.render(make_report())
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    assert '<g id="root-event"' in svg and 'data-rank="1"' in svg
+    assert svg.count('class="wave wave-collateral"') == 1
+    assert svg.count('class="wave wave-teardown"') == 2
+    assert "host clocks corrected (2 hosts, residual ≤ 3 ms)" in svg
+    assert "time, UTC 2026-03-02" in svg
+    hosts = re.findall(r'data-host="([^"]+)"', svg)
+    assert hosts == ["gpu-a01", "gpu-a02"]
+    assert svg.count(">rank ") >= 8  # small jobs: one lane per rank
+
+
+def test_hostile_log_lines_render_as_text() -> None:
+    page = html_report.render(make_report(root_text=HOSTILE))
+    parsed = _parse(page)
+    assert not any(tag in ("script", "img") for tag, _ in parsed.tags)
+    assert not any(k.startswith("on") for _, attrs in parsed.tags for k in attrs)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert any("<script>alert(1)</script>" in chunk for chunk in parsed.text)  # shown as text
+
+
+def test_hostile_host_names_and_rule_ids_are_escaped() -> None:
+    report = make_report(hosts=['gpu"><script>x()</script>', "n<img src=x>"], per_host=2, root_rank=0)
+    report = replace(report, diagnostics=(Diagnostic(level="error", path='"><marquee>', message="<svg onload=x()>"),),
+                     root_cause=replace(report.root_cause, references=("javascript:alert(1)",)))
+    parsed = _parse(html_report.render(report))
+    assert {t for t, _ in parsed.tags}.isdisjoint({"script", "img", "marquee"})
+    assert not any(k.startswith("on") for _, attrs in parsed.tags for k in attrs)
+    assert not any(str(a.get("href", "")).startswith("javascript:") for _, a in parsed.tags)
+
+
+def test_4096_ranks_fold_into_a_legible_picture() -> None:
+    report = make_report(n_hosts=512, per_host=8, root_rank=37)
+    page = html_report.render(report)
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    blocks = re.findall(r'data-host="([^"]+)"', svg)
+    assert blocks == ["gpu-a05", "511 other hosts"]
+    assert "rank 37 · local 5 · root" in svg
+    assert "4088 ranks with collateral errors" in svg
+    lanes = svg.count('<text class="lbl-fold"') + svg.count('<text class="lbl-root"') + svg.count('<text class=""')
+    assert lanes <= html_report.LANE_BUDGET
+    height = float(re.search(r'viewBox="0 0 \d+ ([\d.]+)"', svg).group(1))
+    assert height < 600
+    assert len(page) < 2_000_000
+    assert "hosts with nothing notable share one block" in page
+    assert f"500 of {len(report.timeline)} events shown" in page
+
+
+def test_middle_sized_job_folds_ranks_per_host() -> None:
+    page = html_report.render(make_report(n_hosts=16, per_host=8, root_rank=20))
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    assert len(re.findall(r'data-host="', svg)) == 16
+    assert "7 ranks with collateral errors" in svg and "8 ranks with collateral errors" in svg
+    assert "healthy and collateral ranks share one lane per host" in page
+
+
+def test_report_without_times_or_root_still_renders() -> None:
+    report = make_report()
+    untimed = tuple(replace(e, time=None, after_root_s=None, time_kind="none") for e in report.timeline)
+    no_time = replace(report, timeline=untimed, ranks=(), groups=(),
+                      root_cause=replace(report.root_cause, time=None))
+    page = html_report.render(no_time)
+    assert "nothing to draw" in page
+    assert page.count('id="root-event"') == 1  # then the evidence line carries it
+    assert '<pre id="root-event">' in page
+    for verdict in (Verdict.NO_FAILURE, Verdict.JOB_LEVEL, Verdict.UNDETERMINED):
+        page = html_report.render(empty_report(verdict))
+        assert 'id="root-event"' not in page and "</html>" in page
+
+
+# --- real Chromium -------------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0"]
+
+
+def _chromium(page: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert Path(CHROMIUM).exists(), "Chromium is missing: install it with `apt-get install -y chromium`"
+    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def _console(stderr: str) -> list[str]:
+    """Console messages (errors, CSP violations, anything a script said) Chromium logged."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+def test_console_check_sees_errors(tmp_path: Path) -> None:
+    """Guards the next tests: a page that does throw is caught by ``_console``."""
+    probe = tmp_path / "probe.html"
+    probe.write_text("<!DOCTYPE html><html><body><script>undefinedFunction()</script></body></html>")
+    result = _chromium(probe, tmp_path, "--dump-dom")
+    assert any("Uncaught" in line for line in _console(result.stderr)), result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name, report", [
+    ("small", make_report()),
+    ("hostile", make_report(root_text=HOSTILE)),
+    ("4096", make_report(n_hosts=512, per_host=8, root_rank=37)),
+])
+def test_page_loads_in_chromium(name: str, report: Report, tmp_path: Path) -> None:
+    page = tmp_path / f"{name}.html"
+    page.write_text(html_report.render(report), encoding="utf-8")
+    dom = _chromium(page, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert _console(dom.stderr) == [], _console(dom.stderr)
+    assert 'id="root-event"' in dom.stdout
+    assert "<script" not in dom.stdout and "<img" not in dom.stdout
+    if name == "hostile":
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom.stdout
+    shot = tmp_path / "shot.png"
+    result = _chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1400,1000")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert _console(result.stderr) == []
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000

@@ -1,0 +1,225 @@
+"""The Markdown post-mortem: every section, evidence as ``path:line``, a capped timeline, safe quoting."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from correlator.model import (
+    ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,
+    Stats, TimelineEvent, Verdict, iso,
+)
+from correlator.report import markdown
+
+# --- fixtures: Report objects built by hand -----------------------------------------------------
+
+NS = 1_000_000_000
+T0 = 1_772_460_451_412_000_000  # 2026-03-02T14:07:31.412Z
+HOSTILE = "OSError: <script>alert(1)</script> <img src=x onerror=alert(1)> a|b `tick` & done"
+EIO = "OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_18000/model.pt'"
+
+
+def _ranges(ranks: list[int]) -> str:
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def make_report(n_hosts: int = 2, per_host: int = 4, root_rank: int = 1, root_text: str = EIO,
+                job_id: str = "88123", hosts: list[str] | None = None) -> Report:
+    """Rank ``root_rank`` hits EIO on save; 600 s later every other rank's NCCL watchdog fires;
+    torchrun sends SIGTERM on every host; SLURM cancels the step."""
+    hosts = hosts or [f"gpu-a{i:02d}" for i in range(1, n_hosts + 1)]
+    n = n_hosts * per_host
+
+    def host(rank: int) -> str:
+        return hosts[rank // per_host]
+
+    root_host = host(root_rank)
+    events = [TimelineEvent(time=iso(T0), rank=root_rank, host=root_host, rule="storage.eio-on-checkpoint-save",
+                            role="primary", path="slurm-88123.out", line=20418, text=root_text, label="root",
+                            after_root_s=0.0, local_rank=root_rank % per_host)]
+    collateral = []
+    others = [r for r in range(n) if r != root_rank]
+    for r in others:
+        delay = 600.2 + (r % 7) / 10
+        t = iso(T0 + int(delay * NS))
+        text = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18812, OpType=ALLREDUCE, "
+                f"NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for {600200 + r % 7} milliseconds before timing out.")
+        events.append(TimelineEvent(time=t, rank=r, host=host(r), rule="nccl.watchdog-collective-timeout",
+                                    role="collateral", path="slurm-88123.out", line=20500 + r, text=text,
+                                    label="collateral", after_root_s=delay, local_rank=r % per_host))
+        collateral.append(CollateralItem(rank=r, host=host(r), rule="nccl.watchdog-collective-timeout", time=t,
+                                         after_root_s=delay, path="slurm-88123.out", line=20500 + r))
+    for i, h in enumerate(hosts):
+        events.append(TimelineEvent(
+            time=iso(T0 + 601 * NS + i * 1_000_000), rank=None, host=h, rule="launcher.torchrun-sigterm-to-workers",
+            role="teardown", path="slurm-88123.out", line=30000 + i, label="teardown", after_root_s=601 + i / 1000,
+            text=f"[2026-03-02 14:17:32,412] torch.distributed.elastic.multiprocessing.api: [WARNING] "
+                 f"Sending process {4000 + i} closing signal SIGTERM"))
+    events.append(TimelineEvent(time=iso(T0 + 632 * NS), rank=None, host=hosts[0], rule="slurm.step-cancelled",
+                                role="teardown", path="slurm-88123.out", line=40000, label="teardown",
+                                after_root_s=632.0,
+                                text="slurmstepd: error: *** STEP 88123.0 ON gpu-a01 CANCELLED AT 2026-03-02T14:18:03 ***"))
+    events.sort(key=lambda e: e.time or "")
+    groups = (
+        Group(rule="nccl.watchdog-collective-timeout", role="collateral", ranks=_ranges(others), count=len(others),
+              first=iso(T0 + int(600.2 * NS)), last=iso(T0 + int(600.8 * NS)), label="collateral",
+              first_after_s=600.2, last_after_s=600.8, title="NCCL watchdog timed out a collective"),
+        Group(rule="launcher.torchrun-sigterm-to-workers", role="teardown", ranks="", count=n_hosts,
+              first=iso(T0 + 601 * NS), last=iso(T0 + 601 * NS + (n_hosts - 1) * 1_000_000), label="teardown",
+              first_after_s=601.0, last_after_s=601 + (n_hosts - 1) / 1000),
+        Group(rule="slurm.step-cancelled", role="teardown", ranks="", count=1, first=iso(T0 + 632 * NS),
+              last=iso(T0 + 632 * NS), label="teardown", first_after_s=632.0, last_after_s=632.0),
+    )
+    ranks = tuple(RankRow(rank=r, host=host(r), local_rank=r % per_host,
+                          state=RankState.ROOT if r == root_rank else RankState.COLLATERAL,
+                          first_time=iso(T0 - 3600 * NS), last_time=iso(T0 + (0 if r == root_rank else 601) * NS),
+                          lines=1200, last_step=18000) for r in range(n))
+    root = RootCause(
+        rank=root_rank, host=root_host, local_rank=root_rank % per_host, rule="storage.eio-on-checkpoint-save",
+        title="Checkpoint save failed with EIO", category="storage", severity="critical", time=iso(T0),
+        confidence=0.94, tie=(), evidence=(Evidence(path="slurm-88123.out", line=20418, text=root_text),),
+        mechanism="The file system returned `EIO` while this rank wrote its shard.\n\nThe others waited.",
+        fix="Check the storage targets with `lfs check osts`, then resume from the last good checkpoint.",
+        confirm=("Run `lfs check osts` on the node", "Look for `LustreError` in the kernel log <dmesg>"),
+        references=("https://github.com/pytorch/pytorch/blob/main/torch/serialization.py",),
+        why=(f"rank {root_rank} is the only rank with a primary failure",),
+        prevention="Write checkpoints to node-local disk first.")
+    return Report(
+        verdict=Verdict.ROOT_CAUSE, root_cause=root, collateral=tuple(collateral), groups=groups,
+        timeline=tuple(events), ranks=ranks,
+        clocks=tuple(ClockRow(host=h, offset_s=0.012 * i, residual_s=0.003, anchors=40) for i, h in enumerate(hosts)),
+        diagnostics=(Diagnostic(level="warning", path="rank-3.log.gz", message="truncated gzip stream at byte 1048576"),),
+        stats=Stats(sources=2, bytes=10_000_000, lines=120_000, seconds=0.8),
+        chain=(ChainLink(stage="root", rule="storage.eio-on-checkpoint-save", ranks=str(root_rank), count=1,
+                         summary="EIO while saving a checkpoint"),
+               ChainLink(stage="collateral", rule="nccl.watchdog-collective-timeout", ranks=_ranges(others),
+                         count=len(others), summary="watchdog timeouts 600 s later"),
+               ChainLink(stage="teardown", rule="slurm.step-cancelled", ranks="", count=1, summary="step cancelled")),
+        job={"id": job_id, "hosts": list(hosts), "ranks": n})
+
+
+def empty_report(verdict: Verdict = Verdict.NO_FAILURE) -> Report:
+    return Report(verdict=verdict, root_cause=None, collateral=(), groups=(), timeline=(), ranks=(), clocks=(),
+                  diagnostics=(), stats=Stats(sources=1, bytes=10, lines=1, seconds=0.01))
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+
+def test_post_mortem_has_every_section() -> None:
+    text = markdown.render(make_report())
+    assert text.startswith("# Post-mortem: job 88123\n")
+    assert "**rank 1 on gpu-a01 failed first: Checkpoint save failed with EIO**" in text
+    for heading in ("## Job", "### Clock offsets", "## Root cause", "### Evidence", "### Why this rank",
+                    "### Mechanism", "### Fix", "### Confirm", "### Prevention", "### References",
+                    "## Causal chain", "## Collateral", "## Timeline", "## Ranks", "## What could not be read"):
+        assert f"\n{heading}\n" in text, heading
+    assert "`slurm-88123.out:20418`" in text                       # evidence as path:line
+    assert "- [ ] Run `lfs check osts` on the node" in text        # confirm is a checklist
+    assert "| ranks | 8 |" in text and "2: gpu-a01, gpu-a02" in text
+    assert "| gpu-a02 | +0.012 s | 3.0 ms | 40 |" in text           # clock offsets table
+    assert "0,2-7" in text                                         # collateral rank set
+    assert "+600.2 s … +600.8 s" in text
+    assert "truncated gzip stream at byte 1048576" in text          # diagnostics
+    assert "<https://github.com/pytorch/pytorch/blob/main/torch/serialization.py>" in text
+
+
+def test_rule_prose_cannot_open_html_but_keeps_code_spans() -> None:
+    text = markdown.render(make_report())
+    assert "kernel log &lt;dmesg&gt;" in text
+    assert "`EIO`" in text
+
+
+def test_long_timeline_is_capped_and_says_how_many_were_left_out() -> None:
+    report = make_report(n_hosts=64, per_host=8, root_rank=37)
+    text = markdown.render(report, timeline_limit=50)
+    section = text.split("## Timeline", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| time")]
+    assert len(rows) == 50
+    left = len(report.timeline) - 50
+    assert f"50 of {len(report.timeline)} events shown; {left} left out" in section
+    assert "**ROOT** `storage.eio-on-checkpoint-save`" in section   # the root is always kept
+    assert "slurm.step-cancelled" in section                       # so is the last teardown wave's last event
+
+
+def test_select_timeline_keeps_order_and_every_wave() -> None:
+    report = make_report(n_hosts=16, per_host=8, root_rank=100)
+    kept, left_out = markdown.select_timeline(report.timeline, 12)
+    assert len(kept) == 12 and left_out == len(report.timeline) - 12
+    positions = [report.timeline.index(e) for e in kept]
+    assert positions == sorted(positions)
+    assert {e.rule for e in kept} == {e.rule for e in report.timeline}
+    assert kept[0].label == "root"
+    assert markdown.select_timeline(report.timeline[:5], 12) == (list(report.timeline[:5]), 0)
+
+
+def _outside_code(text: str) -> str:
+    return re.sub(r"(`+)(.+?)\1", "", text)
+
+
+def test_hostile_log_text_stays_inside_code_spans() -> None:
+    text = markdown.render(make_report(root_text=HOSTILE))
+    assert "<script" not in _outside_code(text) and "<img" not in _outside_code(text)
+    assert "alert(1)" in text
+    # the pipe in the log line cannot split a table row: every timeline row has the header's cell count
+    section = text.split("## Timeline", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    cells = {len(re.split(r"(?<!\\)\|", line)) for line in table}
+    assert len(cells) == 1
+
+
+def test_host_names_and_messages_are_escaped() -> None:
+    report = make_report(hosts=["gpu_<b>x</b>", "n*2"], per_host=2, root_rank=0)
+    report = replace(report, diagnostics=(Diagnostic(level="error", path="a|b.log", message="bad <byte> *here*"),))
+    text = markdown.render(report)
+    assert "<b>" not in _outside_code(text)
+    assert "bad \\<byte\\> \\*here\\*" in text
+    assert "gpu\\_\\<b\\>x\\</b\\>" in text
+
+
+def test_code_span_holds_backticks() -> None:
+    assert markdown.md_code("a `b` c") == "`` a `b` c ``"
+    assert markdown.md_code("plain") == "`plain`"
+    assert markdown.md_code("two\nlines") == "`two ⏎ lines`"
+
+
+@pytest.mark.parametrize("verdict", [Verdict.NO_FAILURE, Verdict.JOB_LEVEL, Verdict.UNDETERMINED])
+def test_reports_without_a_root_render(verdict: Verdict) -> None:
+    text = markdown.render(empty_report(verdict))
+    assert "## Root cause" in text and "## What could not be read" in text
+    assert "Everything given was read." in text
+    assert "_No rule matched any line._" in text
+
+
+def test_tie_inherited_time_and_untimed_events() -> None:
+    report = make_report()
+    root = replace(report.root_cause, tie=(4, 5, 6), decided_by="signal-exit")
+    untimed = TimelineEvent(time=None, rank=3, host="gpu-a01", rule="python.uncaught-exception", role="primary",
+                            path="rank-3.log", line=9, text="Traceback (most recent call last):", label="independent",
+                            time_kind="none")
+    inherited = replace(report.timeline[1], time_kind="inherited")
+    report = replace(report, root_cause=root, timeline=(report.timeline[0], inherited, untimed) + report.timeline[2:])
+    text = markdown.render(report)
+    assert "rank 1 on gpu-a01 failed first: Checkpoint save failed with EIO, tied with ranks 4-6" in text
+    assert "a worker killed by a signal nobody sent it" in text
+    assert " ~ |" in text and "no timestamp of its own" in text
+    assert "| - | - | gpu-a01 | 3 | `python.uncaught-exception` | independent |" in text
+
+
+def test_time_and_delay_formats() -> None:
+    assert markdown.fmt_delta(0.0) == "0 s"
+    assert markdown.fmt_delta(0.035) == "+35 ms"
+    assert markdown.fmt_delta(-1.2) == "-1.20 s"
+    assert markdown.fmt_delta(600.24) == "+600.2 s"
+    assert markdown.fmt_delta(None) == "-"
+    assert markdown.fmt_time("2026-03-02T14:07:31.412Z") == "2026-03-02 14:07:31.412"
+    assert markdown.rank_ranges([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
