@@ -439,13 +439,13 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
     if out.root is not None:
         r = out.root
         who = f"rank {r.rank}" if r.rank is not None else "the job"
-        chain.append(ChainLink("root", r.rule, str(r.rank) if r.rank is not None else "", 1, f"{who} {r.title}"))
+        chain.append(ChainLink("root", r.rule, str(r.rank) if r.rank is not None else "", 1, f"{who} {r.rule}"))
     for stage in ("collateral", "teardown", "job"):
         gs = [g for g in groups if g.label == stage]
         for g in gs[:4]:
             n_ranks = len(_expand(g.ranks))
-            subject = f"{n_ranks} rank(s)" if n_ranks else f"{g.count} line(s)"
-            chain.append(ChainLink(stage, g.rule, g.ranks, g.count, f"{subject} {g.title} ({_fmt_delay(g.first_after_s)})"))
+            subject = f"{n_ranks} rank{'s' if n_ranks != 1 else ''}" if n_ranks else f"{g.count} line{'s' if g.count != 1 else ''}"
+            chain.append(ChainLink(stage, g.rule, g.ranks, g.count, f"{subject} {g.rule} ({_fmt_delay(g.first_after_s)})"))
     return groups, chain, items
 
 

@@ -117,6 +117,7 @@ class _State:
         self.pids: dict[tuple, int] = {}
         self.tz_assumed = False
         self.year_inferred = False
+        self.head = b""
 
     def add_match(self, m: Match, key: tuple) -> None:
         k = (m.rule_id, key)
@@ -573,6 +574,8 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
             keep_line, keep, tail, head_done = _process_region(
                 state, carry + b"\n", keep, keep_line, offset, tail, writers, anchors, head_done)
             offset += len(carry)
+    if not head_done:
+        _flush_head(state, writers, anchors)
     if tail:
         _window_facts(state, tail, offset - len(tail), writers, anchors, head=False)
     single = len(writers) <= 1 or src.file_rank is not None or src.file_local_rank is not None
@@ -607,6 +610,13 @@ def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
         yield buf
 
 
+def _flush_head(state: _State, writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor]) -> None:
+    head = state.head
+    cut = head.rfind(b"\n") + 1
+    _window_facts(state, head[:cut] if cut else head, 0, writers, anchors, head=True)
+    state.head = b""
+
+
 def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, offset: int, tail: bytes,
                     writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor],
                     head_done: bool) -> tuple[int, bytes, bytes, bool]:
@@ -617,8 +627,10 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
     if keep:
         lines = {s + len(keep): ids for s, ids in lines.items()}
     if not head_done:
-        _window_facts(state, region[:HEAD_BYTES], offset, writers, anchors, head=True)
-        head_done = True
+        state.head += region[: HEAD_BYTES - len(state.head)]
+        if len(state.head) >= HEAD_BYTES:
+            _flush_head(state, writers, anchors)
+            head_done = True
     _process_candidates(state, buf, lines)
     next_line = keep_line + region.count(b"\n")
     new_keep = data[-KEEP_BYTES:] if len(data) > KEEP_BYTES else data

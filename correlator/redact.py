@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from enum import Enum
 from typing import Any
 
 MASK = "***"
@@ -48,6 +49,8 @@ def redact(text: str) -> str:
 
 
 def _walk(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, tuple):

@@ -10,7 +10,7 @@ import textwrap
 from correlator.identity import expand_ranks
 from correlator.model import Report, Verdict
 
-_W = 12  # width of the left label column
+_W = 14  # width of the left label column
 _WIDTH = 100
 
 

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from correlator.model import TimeKind
+from correlator.pipeline import correlate
+
+from conftest import digest_of
+from jobs import combined_srun, rank_lines
+
+
+def _text(n=8, per_node=4, root=5):
+    return "\n".join(combined_srun(rank_lines(n, per_node, root), per_node)) + "\n"
+
+
+def _sig(d):
+    return [(m.rule_id, m.line, m.text, m.time_ns, m.who.rank) for m in d.matches]
+
+
+def test_identity_and_time_of_matches(engine):
+    d = digest_of(engine, _text())
+    eio = [m for m in d.matches if m.rule_id == "storage.eio-on-checkpoint-save"]
+    assert len(eio) == 1
+    m = eio[0]
+    assert (m.who.rank, m.who.local_rank, m.who.task) == (5, 1, 1)
+    assert m.time_kind is TimeKind.INHERITED and m.time_ns is not None
+    wd = [m for m in d.matches if m.rule_id == "nccl.watchdog-collective-timeout"]
+    assert sorted(m.who.rank for m in wd) == [0, 1, 2, 3, 4, 6, 7]
+    assert all(m.time_kind is TimeKind.OWN and m.capture("seq") == "301" for m in wd)
+
+
+def test_line_numbers_and_paths(engine):
+    text = _text()
+    d = digest_of(engine, text, name="job.out")
+    lines = text.split("\n")
+    for m in d.matches:
+        assert m.path == "job.out"
+        assert m.text in lines[m.line - 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=16, max_value=5000))
+def test_chunk_boundaries_do_not_change_matches(engine, chunk):
+    text = _text()
+    whole = digest_of(engine, text)
+    cut = digest_of(engine, text, chunk=chunk)
+    assert _sig(cut) == _sig(whole)
+    assert cut.lines == whole.lines
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_interleaving_does_not_change_the_verdict(engine, rnd: random.Random):
+    per = rank_lines(8, 4, 6)
+    queues = {r: [f"{r // 4}: [default{r % 4}]:[rank{r}]:{x}" for x in ls] for r, ls in per.items()}
+    out = []
+    while queues:
+        r = rnd.choice(sorted(queues))
+        out.append(queues[r].pop(0))
+        if not queues[r]:
+            del queues[r]
+    rep = correlate([digest_of(engine, "\n".join(out) + "\n")], engine.ruleset.rules)
+    assert rep.verdict.value == "root_cause"
+    assert rep.root_cause.rank == 6 and rep.root_cause.rule == "storage.eio-on-checkpoint-save"
+
+
+def test_tqdm_frames_and_ansi_and_crlf(engine):
+    text = ("\x1b[32mEpoch 1\x1b[0m:  50%|#####     | 5/10 [00:01<00:01]\r"
+            "Epoch 1:  60%|######    | 6/10 [00:01<00:01]\rtorch.OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.02 GiB is free.\r\n")
+    d = digest_of(engine, text)
+    assert [m.rule_id for m in d.matches][:1] == ["cuda.out-of-memory"]
+    assert d.matches[0].text.startswith("torch.OutOfMemoryError")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=3000))
+def test_extract_never_raises_on_bytes(engine, data):
+    d = digest_of(engine, data)
+    assert d.bytes_read == len(data)
+
+
+def test_huge_line_is_capped_with_a_diagnostic(engine):
+    text = "x" * (5 << 20) + " OSError: [Errno 28] No space left on device\nnext line\n"
+    d = digest_of(engine, text, chunk=1 << 20)
+    assert any("longer than" in x.message for x in d.diagnostics)
+    assert d.lines == 2

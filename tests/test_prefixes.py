@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from correlator.prefixes import clean, frame_at, nccl_origin, rank_in_text, split_prefix
+
+
+@pytest.mark.parametrize(("line", "task", "local", "rank", "msg"), [
+    ("3: [default1]:[rank25]: Traceback", 3, 1, 25, "Traceback"),
+    ("  12: hello", 12, None, None, "hello"),
+    ("[default3]:foo", None, 3, None, "foo"),
+    ("[rank5]:[E0302 14:07:31.1 x] y", None, None, 5, "[E0302 14:07:31.1 x] y"),
+    ("[trainer2]:[rank10]:x", None, 2, 10, "x"),
+    ("[1,25]<stdout>:msg", None, None, 25, "msg"),
+    ("plain [Rank 5] Watchdog", None, None, None, "plain [Rank 5] Watchdog"),
+    ("2026-03-02 14:00:00 x", None, None, None, "2026-03-02 14:00:00 x"),
+])
+def test_split_prefix(line, task, local, rank, msg):
+    p, m = split_prefix(line)
+    assert (p.task, p.local_rank, p.rank, m) == (task, local, rank, msg)
+
+
+def test_rank_in_text_and_nccl_origin():
+    assert rank_in_text("[Rank 5] Watchdog caught") == 5
+    assert rank_in_text("no rank") is None
+    assert nccl_origin("gpu-a09:12345:12399 [5] NCCL INFO comm") == ("gpu-a09", 12345, 5)
+
+
+def test_progress_frame_and_ansi():
+    line = " 50%|#####     | 5/10 [00:01<00:01]\rOSError: [Errno 5] Input/output error"
+    assert frame_at(line, line.index("OSError")) == "OSError: [Errno 5] Input/output error"
+    assert clean("\x1b[31mERROR\x1b[0m boom\r") == "ERROR boom"
+
+
+@given(st.text(max_size=200))
+def test_split_never_raises(text):
+    p, msg = split_prefix(text)
+    assert text.endswith(msg) or msg == text[p.length + 1:]

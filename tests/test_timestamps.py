@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from correlator.timestamps import NS, StampParser, resolve_tz
+
+UTC = timezone.utc
+
+
+def ns(*args, tz=UTC) -> int:
+    return int(datetime(*args, tzinfo=tz).timestamp()) * NS
+
+
+@pytest.mark.parametrize(("text", "expected", "fmt"), [
+    ("2026-03-02 14:07:31,412 - root - INFO - x", ns(2026, 3, 2, 14, 7, 31) + 412_000_000, "iso8601"),
+    ("[2026-03-02 14:07:31,412] [INFO] [engine.py:1:step] x", ns(2026, 3, 2, 14, 7, 31) + 412_000_000, "iso8601"),
+    ("2026-03-02T14:07:31Z srun", ns(2026, 3, 2, 14, 7, 31), "iso8601"),
+    ("2026-03-02T14:07:31.5+01:00 x", ns(2026, 3, 2, 13, 7, 31) + 500_000_000, "iso8601"),
+    ("  time      : 2026-03-02_14:07:31", ns(2026, 3, 2, 14, 7, 31), "iso8601"),
+    ("[E0302 14:07:31.412345678 ProcessGroupNCCL.cpp:616] x", ns(2026, 3, 2, 14, 7, 31) + 412_345_678, "glog"),
+    ("W0302 14:07:31.412000 139 torch/distributed/elastic/multiprocessing/api.py:897] x", ns(2026, 3, 2, 14, 7, 31) + 412_000_000, "glog"),
+    ("1772460451.25 hello", ns(2026, 3, 2, 14, 7, 31) + 250_000_000, "epoch"),
+    ("Mar  2 14:07:31 gpu-a09 kernel: Out of memory", ns(2026, 3, 2, 14, 7, 31), "syslog"),
+])
+def test_formats(text, expected, fmt):
+    p = StampParser(UTC, ns(2026, 3, 1, 0, 0, 0)).parse(text)
+    assert p is not None and p.format == fmt
+    assert p.time_ns == expected
+
+
+def test_zone_less_stamp_uses_analysis_zone():
+    berlin = resolve_tz("Europe/Berlin")
+    p = StampParser(berlin).parse("2026-03-02 14:07:31,000 x")
+    assert p.tz_assumed and p.time_ns == ns(2026, 3, 2, 13, 7, 31)
+    p = StampParser(berlin).parse("2026-03-02T14:07:31Z x")
+    assert not p.tz_assumed and p.time_ns == ns(2026, 3, 2, 14, 7, 31)
+
+
+def test_glog_year_across_new_year():
+    # a file whose reference (last full stamp) is early January: a December glog stamp is last year
+    parser = StampParser(UTC, ns(2027, 1, 1, 0, 3, 0))
+    p = parser.parse("I1231 23:59:58.000000 1 x.cpp:1] x")
+    assert p.year_inferred and p.time_ns == ns(2026, 12, 31, 23, 59, 58)
+    parser = StampParser(UTC, ns(2026, 12, 31, 23, 0, 0))
+    assert parser.parse("I0101 00:00:01.000000 1 x.cpp:1] x").time_ns == ns(2027, 1, 1, 0, 0, 1)
+
+
+def test_resolution_of_whole_seconds():
+    p = StampParser(UTC).parse("2026-03-02T14:07:31 x")
+    assert p.resolution_ns == NS
+    p = StampParser(UTC).parse("2026-03-02 14:07:31,412 x")
+    assert p.resolution_ns == 1_000_000
+
+
+@pytest.mark.parametrize("text", ["no stamp 12:00", "step 1200 loss 2.0", "2026-13-40 99:99:99", "E9999 99:99:99.1"])
+def test_no_false_stamps(text):
+    assert StampParser(UTC).parse(text) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31)),
+       st.sampled_from(["%Y-%m-%d %H:%M:%S,{ms}", "%Y-%m-%dT%H:%M:%S.{ms}Z", "[%Y-%m-%d %H:%M:%S,{ms}]",
+                        "%Y-%m-%d_%H:%M:%S"]))
+def test_round_trip(dt, fmt):
+    dt = dt.replace(tzinfo=UTC)
+    text = dt.strftime(fmt).replace("{ms}", f"{dt.microsecond // 1000:03d}") + " message"
+    p = StampParser(UTC).parse(text)
+    assert p is not None
+    want = int(dt.replace(microsecond=0).timestamp()) * NS
+    if "{ms}" in fmt:
+        want += dt.microsecond // 1000 * 1_000_000
+    assert p.time_ns == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.datetimes(min_value=datetime(2001, 1, 1), max_value=datetime(2098, 12, 31)),
+       st.integers(min_value=-150, max_value=150))
+def test_glog_round_trip_near_reference(dt, days):
+    dt = dt.replace(tzinfo=UTC)
+    ref = dt + timedelta(days=days)
+    text = dt.strftime("E%m%d %H:%M:%S.") + f"{dt.microsecond:06d} 1 f.cpp:1] x"
+    p = StampParser(UTC, int(ref.timestamp()) * NS).parse(text)
+    if dt.month == 2 and dt.day == 29:
+        return  # a leap day cannot be placed in a neighbouring year
+    assert p.time_ns == int(dt.replace(microsecond=0).timestamp()) * NS + dt.microsecond * 1000
+
+
+@given(st.text(max_size=300))
+def test_parser_never_raises(text):
+    StampParser(UTC).parse(text)
