@@ -43,7 +43,7 @@ def rank_lines(n: int, per_node: int, root: int | None, fault: str = "eio", step
                 ls += [f"{py(fail_t)} - train - INFO - forward",
                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
                        "capacity of 79.15 GiB of which 1.02 GiB is free."]
-        elif root is not None:
+        elif root is not None and r != root:
             tt = T0 + timedelta(seconds=60 * steps + 30 + 600, milliseconds=r) + off
             ls.append(f"[{glog(tt)} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
                       f"timeout: WorkNCCL(SeqNum=301, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "

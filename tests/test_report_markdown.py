@@ -135,7 +135,7 @@ def test_post_mortem_has_every_section() -> None:
 
 def test_rule_prose_cannot_open_html_but_keeps_code_spans() -> None:
     text = markdown.render(make_report())
-    assert "kernel log &lt;dmesg&gt;" in text
+    assert "kernel log &lt;dmesg>" in text
     assert "`EIO`" in text
 
 

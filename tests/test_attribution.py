@@ -1,0 +1,142 @@
+"""Attribution scenarios through the real extract and correlate stages (inputs visible inline)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from correlator.model import RankState, Verdict
+from correlator.pipeline import correlate
+
+from conftest import digest_of
+from jobs import T0, combined_srun, glog, py, rank_lines
+
+
+def run(engine, files: dict[str, str], **kw):
+    digests = [digest_of(engine, text, name=name, **kw.get(name, {})) for name, text in files.items()]
+    return correlate(digests, engine.ruleset.rules)
+
+
+def join(lines):
+    return "\n".join(lines) + "\n"
+
+
+def test_eio_root_with_collateral_groups_and_chain(engine):
+    rep = run(engine, {"slurm-1.out": join(combined_srun(rank_lines(16, 4, 9), 4))})
+    rc = rep.root_cause
+    assert rep.verdict is Verdict.ROOT_CAUSE
+    assert (rc.rank, rc.host, rc.local_rank, rc.rule) == (9, "gpu-a02", 1, "storage.eio-on-checkpoint-save")
+    assert rc.confidence >= 0.8 and not rc.tie
+    coll = [g for g in rep.groups if g.rule == "nccl.watchdog-collective-timeout"]
+    assert coll and coll[0].ranks == "0-8,10-15" and coll[0].label == "collateral"
+    assert 599 < coll[0].first_after_s < 602
+    assert rep.chain[0].stage == "root" and rep.chain[1].rule == "nccl.watchdog-collective-timeout"
+    states = {r.rank: r.state for r in rep.ranks}
+    assert states[9] is RankState.ROOT and states[0] is RankState.COLLATERAL and len(states) == 16
+    assert rc.evidence[0].text == "OSError: [Errno 5] Input/output error"
+
+
+def test_two_failures_in_the_same_second_are_a_tie(engine):
+    t = py(T0)[:-4]  # whole-second stamps only
+    text = join([
+        f"[rank3]:{t} ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.02 GiB is free.",
+        f"[rank7]:{t} ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 7 has a total capacity of 79.15 GiB of which 1.02 GiB is free.",
+    ])
+    rep = run(engine, {"train.log": text})
+    assert rep.verdict is Verdict.ROOT_CAUSE
+    assert rep.root_cause.rank in (3, 7)
+    assert set(rep.root_cause.tie) == {3, 7} - {rep.root_cause.rank}
+    assert rep.root_cause.confidence <= 0.5
+
+
+def test_worker_killed_by_a_signal_nobody_sent(engine):
+    # node 1's agent SIGTERMs its healthy workers; local rank 2 died of SIGKILL first (host OOM killer)
+    per = rank_lines(8, 4, None)
+    lines = combined_srun(per, 4)
+    t = T0 + timedelta(seconds=300)
+    lines += [
+        f"1: [{py(t)}] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 1004 closing signal SIGTERM",
+        f"1: [{py(t)}] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 1005 closing signal SIGTERM",
+        f"1: [{py(t)}] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 1007 closing signal SIGTERM",
+        f"1: [{py(t + timedelta(seconds=1))}] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 2 (pid: 1006) of binary: /usr/bin/python",
+        f"0: [{py(t + timedelta(seconds=20))}] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 1000 closing signal SIGTERM",
+    ]
+    rep = run(engine, {"slurm-2.out": join(lines)})
+    rc = rep.root_cause
+    assert rep.verdict is Verdict.ROOT_CAUSE
+    assert rc.rule == "launcher.worker-killed-by-signal" and rc.decided_by == "signal-exit"
+    assert (rc.rank, rc.host) == (6, "gpu-a01")
+
+
+def test_sigkill_after_the_agents_own_escalation_is_not_a_root(engine):
+    t = T0 + timedelta(seconds=300)
+    text = join([
+        f"[{py(t)}] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 1006 closing signal SIGTERM",
+        f"[{py(t + timedelta(seconds=30))}] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 1006 closing signal SIGKILL",
+        f"[{py(t + timedelta(seconds=31))}] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 2 (pid: 1006) of binary: /usr/bin/python",
+    ])
+    rep = run(engine, {"agent.log": text})
+    assert rep.verdict is not Verdict.ROOT_CAUSE
+
+
+def test_hang_culprit_that_logs_nothing(engine):
+    per = rank_lines(8, 4, 3, hang=True)
+    rep = run(engine, {"train.out": join(combined_srun(per, 4))})
+    rc = rep.root_cause
+    assert rep.verdict is Verdict.ROOT_CAUSE
+    assert rc.rank == 3 and rc.decided_by == "missing-from-collective"
+    assert any("absent from the collective timeout" in w for w in rc.why)
+    assert {r.rank: r.state for r in rep.ranks}[3] is RankState.SILENT or rc.rank == 3
+
+
+def test_time_limit_is_job_level(engine):
+    per = rank_lines(4, 4, None)
+    lines = combined_srun(per, 4) + [
+        "slurmstepd: error: *** JOB 1234 ON gpu-a00 CANCELLED AT 2026-03-02T15:00:00 DUE TO TIME LIMIT ***"]
+    rep = run(engine, {"slurm-1234.out": join(lines)})
+    assert rep.verdict is Verdict.JOB_LEVEL
+    assert rep.root_cause.rule == "slurm.time-limit" and rep.root_cause.rank is None
+
+
+def test_healthy_job(engine):
+    rep = run(engine, {"slurm-5.out": join(combined_srun(rank_lines(4, 4, None), 4))})
+    assert rep.verdict is Verdict.NO_FAILURE and rep.root_cause is None
+    assert all(r.state is RankState.HEALTHY for r in rep.ranks)
+
+
+def test_clock_skew_correction_changes_the_order(engine):
+    # host 0 runs 5 s behind. rank 9 (host 2) hits an illegal memory access at true T; rank 1 (host 0)
+    # segfaults 2 s later in true time, but its stamp reads 3 s earlier than rank 9's.
+    skew = {0: -5.0}
+    per = rank_lines(12, 4, None, skew_s=skew)
+    t = T0 + timedelta(seconds=400)
+    per[9].append(f"{py(t)} - train - ERROR - RuntimeError: CUDA error: an illegal memory access was encountered")
+    per[1].append(f"[{glog(t + timedelta(seconds=2 - 5))} ProcessGroupNCCL.cpp:1] crash")
+    per[1].append(f"{py(t + timedelta(seconds=2 - 5))} - train - ERROR - Fatal Python error: Segmentation fault")
+    files = {f"rank-{r}.out": join(ls) for r, ls in per.items()}
+    rep = run(engine, files, **{f"rank-{r}.out": {"file_rank": r} for r in per})
+    assert rep.verdict is Verdict.ROOT_CAUSE
+    assert rep.root_cause.rank == 9, rep.root_cause
+    offsets = {c.host: c.offset_s for c in rep.clocks}
+    assert abs(offsets["gpu-a00"] - offsets["gpu-a02"] + 5.0) < 0.05
+    # without correction (naive order) the segfault would come first
+    seg = [e for e in rep.timeline if e.rank == 1 and e.label == "independent"]
+    assert seg and seg[0].after_root_s > 1.5
+
+
+def test_generic_exception_yields_to_a_specific_failure(engine):
+    t = T0
+    text = join([
+        f"[rank2]:{py(t)} x",
+        "[rank2]:ValueError: bad batch shape",
+        f"[rank5]:{py(t + timedelta(seconds=3))} x",
+        "[rank5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total capacity of 79.15 GiB of which 1.02 GiB is free.",
+    ])
+    rep = run(engine, {"t.log": text})
+    assert rep.root_cause.rank == 5 and rep.root_cause.rule == "cuda.out-of-memory"
+
+
+def test_only_a_generic_exception_gives_low_confidence(engine):
+    text = join([f"[rank2]:{py(T0)} x", "[rank2]:ValueError: bad batch shape"])
+    rep = run(engine, {"t.log": text})
+    assert rep.root_cause.rank == 2 and rep.root_cause.rule == "python.uncaught-exception"
+    assert rep.root_cause.confidence <= 0.75
