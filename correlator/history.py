@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from correlator.errors import InputError
+from correlator.errors import InputError, UsageError
 
 #: a node is a drain candidate once it was the root of this many distinct jobs' failures
 REPEAT_THRESHOLD = 2
@@ -225,3 +225,10 @@ RENDERERS: dict[str, Callable[[HistorySummary], str]] = {
     "json": render_json,
     "markdown": render_markdown,
 }
+
+
+def render(summary: HistorySummary, fmt: str = "table") -> str:
+    """The summary in one of ``RENDERERS``' formats."""
+    if fmt not in RENDERERS:
+        raise UsageError(f"unknown history format {fmt!r}", hint=f"use one of {', '.join(RENDERERS)}")
+    return RENDERERS[fmt](summary)

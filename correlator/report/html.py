@@ -550,10 +550,10 @@ def _plan_lanes(report: Report, budget: int, root_s: float | None
 
 def _nice_step(span: float) -> float:
     for step in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300,
-                 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800):
+                 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, *(86400 * d for d in (1, 2, 7, 14, 30, 61, 91, 182, 365))):
         if span / step <= 9:
             return step
-    return span / 8
+    return 86400 * 365 * math.ceil(span / (86400 * 365 * 8))
 
 
 def _tick_label(seconds: float, step: float, multi_day: bool) -> str:

@@ -156,7 +156,11 @@ def _job_end_title(report: Report) -> str:
 
 def _seq_text(value: object) -> str:
     if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items())
+        return ", ".join(f"{k}={v}" for k, v in value.items() if v is not None)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, dict) for v in value):
+        rows = [_seq_text(v) for v in value]
+        more = len(rows) - LIST_LIMIT
+        return "; ".join(rows[:LIST_LIMIT]) + (f"; … and {more} more" if more > 0 else "")
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [str(v) for v in value]
         more = len(items) - LIST_LIMIT
@@ -224,6 +228,7 @@ _JOB_LABELS = {
     "id": "job id", "job_id": "job id", "name": "job name", "tz": "time zone",
     "time_zone": "time zone", "tz_assumed": "time zone assumed", "attempts": "attempts",
     "scheduler": "scheduler", "launcher": "launcher", "nodes": "nodes",
+    "procs_per_node": "ranks per node", "launcher_root_cause_tables": "torchrun's own root-cause tables",
 }
 _JOB_SKIP = {"hosts", "ranks", "start", "end", "first", "last", "first_time", "last_time", "span",
              "time_span"}
@@ -250,7 +255,7 @@ def job_facts(report: Report) -> list[tuple[str, str]]:
             span += f" ({fmt_duration(hi - lo)})"
         facts.append(("time span", span))
     for key, value in report.job.items():
-        if key in _JOB_SKIP or key in ("id", "job_id") or value is None or value == "":
+        if key in _JOB_SKIP or key in ("id", "job_id") or value is None or value == "" or value == [] or value == ():
             continue
         facts.append((_JOB_LABELS.get(key, key.replace("_", " ")), _seq_text(value)))
     stats = report.stats
@@ -306,6 +311,9 @@ def select_timeline(events: Sequence[TimelineEvent], limit: int) -> tuple[list[T
 
 _MD_PUNCT = re.compile(r"([\\`*_\[\]<>~&])")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+#: what can open raw HTML in CommonMark (a tag, a closing tag, a comment, a declaration);
+#: ``<=`` or ``< 5`` cannot, and stay readable
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def md_code(text: str) -> str:
@@ -330,14 +338,14 @@ def md_cell(text: str) -> str:
 
 
 def md_prose(text: str) -> str:
-    """Rule prose keeps its Markdown (code spans, emphasis) but cannot open raw HTML."""
+    """Rule prose keeps its Markdown (code spans, emphasis) but cannot open raw HTML or autolinks."""
     out: list[str] = []
     pos = 0
     for m in _CODE_SPAN.finditer(text):
-        out.append(text[pos:m.start()].replace("<", "&lt;").replace(">", "&gt;"))
+        out.append(_TAG_START.sub("&lt;", text[pos:m.start()]))
         out.append(m.group(0))
         pos = m.end()
-    out.append(text[pos:].replace("<", "&lt;").replace(">", "&gt;"))
+    out.append(_TAG_START.sub("&lt;", text[pos:]))
     return "".join(out).strip()
 
 
