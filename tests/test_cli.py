@@ -1,0 +1,126 @@
+"""The command line as a user meets it: exit codes and the first line of stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs import combined_srun, rank_lines
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, cwd: Path | None = None, input: bytes | None = None, env: dict | None = None):
+    e = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "correlator", *args], capture_output=True, cwd=cwd,
+                          input=input, env=e, timeout=120)
+
+
+@pytest.fixture()
+def job(tmp_path: Path) -> Path:
+    p = tmp_path / "slurm-4242.out"
+    p.write_text("\n".join(combined_srun(rank_lines(8, 4, 5), 4)) + "\n")
+    return p
+
+
+def test_analyze_terminal_and_exit_code(job):
+    r = cli(str(job), "--tz", "UTC")
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.decode().splitlines()[0]
+    assert first.startswith("root cause") and "rank 5" in first
+
+
+def test_json_output_file(job, tmp_path):
+    out = tmp_path / "r.json"
+    r = cli(str(job), "-f", "json", "-o", str(out))
+    assert r.returncode == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "correlate.report/1" and doc["root_cause"]["rank"] == 5
+
+
+def test_stdin(job):
+    r = cli("-", "-f", "json", input=job.read_bytes())
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["root_cause"]["rank"] == 5
+
+
+def test_missing_path_is_one_clear_line(tmp_path):
+    r = cli(str(tmp_path / "nope.out"))
+    assert r.returncode == 3
+    err = r.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no log could be read") and "nope.out" in err[0]
+    assert "Traceback" not in r.stderr.decode()
+
+
+def test_missing_path_beside_a_real_one_is_a_diagnostic(job, tmp_path):
+    r = cli(str(job), str(tmp_path / "nope.out"), "-f", "json")
+    assert r.returncode == 0
+    doc = json.loads(r.stdout)
+    assert doc["root_cause"]["rank"] == 5
+    assert any("nope.out" in (d["path"] or "") and d["level"] == "error" for d in doc["diagnostics"])
+
+
+def test_bad_rule_file_stops_with_one_line(job, tmp_path):
+    bad = tmp_path / "rules" / "custom"
+    bad.mkdir(parents=True)
+    (bad / "broken.toml").write_text('schema = 1\nid = "custom.broken"\nbogus_key = 1\n')
+    r = cli(str(job), "--rules", str(tmp_path / "rules"))
+    assert r.returncode == 2
+    err = r.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "broken.toml" in err[0] and "bogus_key" in err[0]
+
+
+def test_unreadable_file_is_reported_not_fatal(job, tmp_path):
+    locked = tmp_path / "rank-9.out"
+    locked.write_text("hello\n")
+    locked.chmod(0)
+    r = cli(str(job), str(locked), "-f", "json")
+    assert r.returncode == 0
+    doc = json.loads(r.stdout)
+    if os.geteuid() != 0:  # root reads anything
+        assert any("rank-9.out" in (d["path"] or "") for d in doc["diagnostics"])
+    assert doc["root_cause"]["rank"] == 5
+
+
+def test_unknown_format_and_scanner(job):
+    r = cli(str(job), "-f", "yaml")
+    assert r.returncode == 2 and r.stderr.decode().startswith("error: unknown format")
+    r = cli(str(job), "--scanner", "nope")
+    assert r.returncode == 2 and r.stderr.decode().startswith("error: unknown scanner")
+
+
+def test_fail_on_failure(job):
+    assert cli(str(job), "--fail-on-failure").returncode == 1
+
+
+def test_rules_commands():
+    r = cli("rules", "list", "--category", "nccl")
+    assert r.returncode == 0 and "nccl.watchdog-collective-timeout" in r.stdout.decode()
+    r = cli("rules", "explain", "nccl.watchdog-collective-timeout")
+    assert r.returncode == 0
+    out = r.stdout.decode()
+    assert "Mechanism" in out and "Fix" in out and "Confirm" in out
+    r = cli("rules", "explain", "nccl.nope")
+    assert r.returncode == 2 and r.stderr.decode().startswith("error: no rule")
+
+
+def test_rules_check_reports_every_broken_file(tmp_path):
+    d = tmp_path / "r" / "custom"
+    d.mkdir(parents=True)
+    (d / "a.toml").write_text("not toml [")
+    (d / "b.toml").write_text('schema = 1\nid = "custom.b"\n')
+    r = cli("rules", "check", "--no-builtin-rules", "--rules", str(tmp_path / "r"))
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert "a.toml" in err and "not valid TOML" in err and "b.toml" in err and "missing required key" in err
+
+
+def test_help_for_every_command():
+    for args in ([], ["analyze"], ["rules"], ["rules", "check"], ["rules", "list"], ["rules", "explain"], ["history"]):
+        r = cli(*args, "--help")
+        assert r.returncode == 0 and b"Usage" in r.stdout, args
