@@ -41,7 +41,8 @@ _ISO = (
     r"(?P<Y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)[T _](?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
     r"(?:[.,](?P<f>\d{1,9}))?(?P<z>Z|[+-][01]\d:?[0-5]\d(?![\d:]))?"
 )
-_GLOG = r"(?<![\w])[IWEF](?P<m>[01]\d)(?P<d>[0-3]\d) (?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)\.(?P<f>\d{3,9})(?!\d)"
+# c10's own logger does not pad the month: "W407 10:13:23.08" is April 7, "E1120 ..." November 20
+_GLOG = r"(?<![\w])[IWEF](?P<md>1[0-2][0-3]\d|0[1-9][0-3]\d|[1-9][0-3]\d) (?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)\.(?P<f>\d{3,9})(?!\d)"
 _SYSLOG = (
     r"(?<![\w])(?P<b>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(?P<d>[0-3]?\d) "
     r"(?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)(?:\.(?P<f>\d{1,9}))?(?: (?P<Y>(?:19|20)\d\d))?"
@@ -146,7 +147,8 @@ class StampParser:
             h, mi, s = int(g("iH")), int(g("iM")), int(g("iS"))
             frac, zone = g("if"), g("iz")
         elif kind == "glog":
-            mo, d = int(g("gm")), int(g("gd"))
+            md = g("gmd")
+            mo, d = int(md[:-2]), int(md[-2:])
             h, mi, s = int(g("gH")), int(g("gM")), int(g("gS"))
             frac = g("gf")
             y = self._infer_year(mo, d)

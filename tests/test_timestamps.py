@@ -23,6 +23,8 @@ def ns(*args, tz=UTC) -> int:
     ("  time      : 2026-03-02_14:07:31", ns(2026, 3, 2, 14, 7, 31), "iso8601"),
     ("[E0302 14:07:31.412345678 ProcessGroupNCCL.cpp:616] x", ns(2026, 3, 2, 14, 7, 31) + 412_345_678, "glog"),
     ("W0302 14:07:31.412000 139 torch/distributed/elastic/multiprocessing/api.py:897] x", ns(2026, 3, 2, 14, 7, 31) + 412_000_000, "glog"),
+    ("[rank0]:[W302 14:07:31.082579832 ProcessGroupNCCL.cpp:1553] Warning", ns(2026, 3, 2, 14, 7, 31) + 82_579_832, "glog"),
+    ("[rank7]:[W1120 01:13:20.892421310 ProcessGroupNCCL.cpp:1662] x", ns(2025, 11, 20, 1, 13, 20) + 892_421_310, "glog"),  # >6 months after the reference: last year
     ("1772460451.25 hello", ns(2026, 3, 2, 14, 7, 31) + 250_000_000, "epoch"),
     ("Mar  2 14:07:31 gpu-a09 kernel: Out of memory", ns(2026, 3, 2, 14, 7, 31), "syslog"),
 ])
@@ -83,6 +85,8 @@ def test_glog_round_trip_near_reference(dt, days):
     dt = dt.replace(tzinfo=UTC)
     ref = dt + timedelta(days=days)
     text = dt.strftime("E%m%d %H:%M:%S.") + f"{dt.microsecond:06d} 1 f.cpp:1] x"
+    if dt.month < 10 and dt.microsecond % 2:  # c10's own logger does not pad the month
+        text = "E" + text[2:]
     p = StampParser(UTC, int(ref.timestamp()) * NS).parse(text)
     if dt.month == 2 and dt.day == 29:
         return  # a leap day cannot be placed in a neighbouring year
