@@ -187,6 +187,22 @@ def test_svg_marks_root_shades_waves_and_notes_clock_correction() -> None:
     assert svg.count(">rank ") >= 8  # small jobs: one lane per rank
 
 
+def test_a_narrow_wave_gets_a_detail_picture() -> None:
+    report = make_report()
+    page = html_report.render(report)
+    assert page.count("<svg") == 2 and page.count('id="root-event"') == 1
+    detail = page[page.index('<figure class="detail">'):]
+    detail = detail[:detail.index("</figure>")]
+    assert "Detail: the waves that followed, +600.2 s … +601.0 s after the root" in detail
+    assert detail.count('class="m-collateral"') == 7  # each timeout in its own place on the zoomed axis
+    assert "14:17:31.700" in detail                     # sub-second ticks
+    lo, hi = html_report.detail_window(report)
+    assert hi - lo == pytest.approx(0.801, abs=1e-3)  # the wave, then the SIGTERMs right after it
+    # a job whose events spread over the whole span needs no detail
+    spread = replace(report, timeline=report.timeline[:1] + report.timeline[-1:])
+    assert html_report.detail_window(spread) is None and html_report.render(spread).count("<svg") == 1
+
+
 def test_hostile_log_lines_render_as_text() -> None:
     page = html_report.render(make_report(root_text=HOSTILE))
     parsed = _parse(page)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from correlator.model import Report, TimelineEvent, Verdict
+from correlator.model import Group, Report, TimelineEvent, Verdict
 from correlator.report.markdown import (
     LIST_LIMIT,
     clip,
@@ -158,6 +158,7 @@ def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, lane_budget:
         f'<div class="sub">{_verdict_line(report)}</div>',
         "<h2>Timeline</h2>",
         f"<figure>{svg}<figcaption>{caption}</figcaption></figure>",
+        _detail_figure(report, lane_budget),
         _legend(),
         _root_section(report, mark_root=not root_drawn),
         _job_section(report),
@@ -172,6 +173,24 @@ def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, lane_budget:
         "</body></html>",
     ]
     return "\n".join(p for p in parts if p)
+
+
+def _detail_figure(report: Report, lane_budget: int) -> str:
+    window = detail_window(report)
+    if window is None:
+        return ""
+    svg, _, _ = timeline_svg(report, lane_budget=lane_budget, window=window, root_id=False)
+    root_s = parse_iso(report.root_cause.time) if report.root_cause is not None else None
+    span = (f"{fmt_delta(window[0] - root_s)} … {fmt_delta(window[1] - root_s)} after the root"
+            if root_s is not None else f"{fmt_time(_iso_of(window[0]))} … {fmt_time(_iso_of(window[1]), date=False)} UTC")
+    return (f'<figure class="detail">{svg}<figcaption>Detail: the waves that followed, {_e(span)} '
+            f"(the whole picture above squeezes them into a few pixels).</figcaption></figure>")
+
+
+def _iso_of(seconds: float) -> str:
+    from correlator.model import iso
+
+    return iso(int(round(seconds * 1000)) * 1_000_000) or ""
 
 
 def _verdict_line(report: Report) -> str:
@@ -584,8 +603,46 @@ def _find_root_event(report: Report) -> TimelineEvent | None:
     return None
 
 
-def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET) -> tuple[str, bool, str]:
-    """``(svg markup, whether the root event was drawn, caption HTML)``."""
+def detail_window(report: Report) -> tuple[float, float] | None:
+    """The span of the waves after the root, when it is too narrow to read in the whole picture.
+
+    A watchdog timeout puts the collateral wave ~600 s after the root and only a second wide; the
+    order inside that wave (who timed out first, when the launcher reacted) then needs its own axis.
+    """
+    root = _find_root_event(report)
+    spans: list[float] = []
+    core: list[float] = []  # the collateral wave(s): what the detail is for
+    later: list[float] = []  # teardown and job-level reactions, shown when they come soon after
+    for event in report.timeline:
+        seconds = parse_iso(event.time)
+        if seconds is None:
+            continue
+        spans.append(seconds)
+        if event is root or event.label == "root":
+            continue
+        (core if event.label in ("collateral", "independent") else later).append(seconds)
+    if report.root_cause is not None and (root_s := parse_iso(report.root_cause.time)) is not None:
+        spans.append(root_s)
+    if len(core) < 2:
+        core, later = core + later, []
+    if len(core) < 2 or not spans:
+        return None
+    whole = max(spans) - min(spans)
+    lo, hi = min(core), max(core)
+    if whole <= 0 or (hi - lo) > 0.15 * whole:
+        return None
+    reach = hi + max(hi - lo, 2.0)
+    hi = max([hi] + [t for t in later if hi <= t <= reach])
+    return lo, hi
+
+
+def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tuple[float, float] | None = None,
+                 root_id: bool = True) -> tuple[str, bool, str]:
+    """``(svg markup, whether the root event was drawn with its id, caption HTML)``.
+
+    ``window`` limits the axis to that span (seconds since the epoch) for a detail picture;
+    ``root_id`` puts ``id="root-event"`` on the root mark (only one picture of a page may).
+    """
     root = report.root_cause
     root_event = _find_root_event(report)
     root_s = parse_iso(root.time) if root is not None else None
@@ -610,7 +667,7 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET) -> tuple[str
     if not times:
         return ('<p class="sub">No event carries a time: there is nothing to draw on a time axis.</p>',
                 False, caption)
-    t0, t1 = min(times), max(times)
+    t0, t1 = window if window is not None else (min(times), max(times))
     if t1 - t0 < 1e-3:
         t0, t1 = t0 - 1, t1 + 1
     pad = (t1 - t0) * 0.03
@@ -620,8 +677,21 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET) -> tuple[str
     def x_of(seconds: float) -> float:
         return _GUTTER + (seconds - t0) / (t1 - t0) * plot_w
 
+    def inside(seconds: float) -> bool:
+        return t0 <= seconds <= t1
+
+    def clamp(x: float) -> float:
+        return min(max(x, float(_GUTTER)), float(_GUTTER + plot_w))
+
+    def wave_span(group: Group) -> tuple[float, float] | None:
+        lo = parse_iso(group.first) or parse_iso(group.last)
+        hi = parse_iso(group.last) or lo
+        if lo is None or hi is None or hi < t0 or lo > t1:
+            return None
+        return lo, hi
+
     waves = [g for g in report.groups if (g.label or g.role) in ("collateral", "teardown", "job", "independent")
-             and (g.first or g.last)]
+             and wave_span(g) is not None]
     labelled = sorted(waves, key=lambda g: -g.count)[:_WAVE_ROWS]
     top = 8 + 14 * len(labelled) + (14 if len(waves) > len(labelled) else 0) + 6
     y = top
@@ -671,21 +741,16 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET) -> tuple[str
 
     # collateral waves: shaded from a group's first to its last event
     for group in waves:
-        lo = parse_iso(group.first) or parse_iso(group.last)
-        hi = parse_iso(group.last) or lo
-        if lo is None or hi is None:
-            continue
-        x0, x1 = x_of(lo), x_of(hi)
+        lo, hi = wave_span(group) or (t0, t0)
+        x0, x1 = clamp(x_of(lo)), clamp(x_of(hi))
         kind = group.label or group.role
         svg.append(f'<rect class="wave wave-{_e(kind)}" x="{x0 - 1:.1f}" y="{top - 4:.1f}" width="{max(x1 - x0, 3.0) + 2:.1f}" '
                    f'height="{bottom - top + 4:.1f}"><title>{_e(kind)} wave: {_e(group.rule)} — {group.count} events on '
                    f'ranks {_e(group.ranks or "-")}, {_e(fmt_delta(group.first_after_s))} … '
                    f'{_e(fmt_delta(group.last_after_s))} after the root</title></rect>')
     for row, group in enumerate(labelled):
-        lo = parse_iso(group.first) or parse_iso(group.last)
-        if lo is None:
-            continue
-        x0 = x_of(lo)
+        lo, _ = wave_span(group) or (t0, t0)
+        x0 = clamp(x_of(lo))
         text = (f"{group.label or group.role}: {group.rule} · {group.count} event{'s' if group.count != 1 else ''}"
                 + (f" · ranks {_short(group.ranks, 40)}" if group.ranks else "")
                 + (f" · {fmt_delta(group.first_after_s)}" if group.first_after_s is not None else ""))
@@ -702,13 +767,16 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET) -> tuple[str
         svg.append(f'<text class="{cls}" x="16" y="{ly + 10.5:.1f}">{_e(_short(lane.label, 38))}'
                    f'<title>{_e(lane.title or lane.label)}</title></text>')
         if lane.active is not None:
-            a0, a1 = max(x_of(lane.active[0]), float(_GUTTER)), x_of(lane.active[1])
+            a0, a1 = clamp(x_of(lane.active[0])), clamp(x_of(lane.active[1]))
             act = "act-root" if lane.state == "root" else ("act-silent" if lane.state == "silent" else "act")
-            svg.append(f'<rect class="{act}" x="{a0:.1f}" y="{ly + 6:.1f}" width="{max(a1 - a0, 1):.1f}" height="2"/>')
+            if lane.active[1] >= t0 and lane.active[0] <= t1:
+                svg.append(f'<rect class="{act}" x="{a0:.1f}" y="{ly + 6:.1f}" width="{max(a1 - a0, 1):.1f}" height="2"/>')
         if root is not None and root.rank is not None and lane.kind == "rank" and lane.ranks == [root.rank]:
             root_lane_y = ly
         buckets: dict[tuple[int, str], list[tuple[float, TimelineEvent]]] = {}
         for seconds, event in lane.events:
+            if not inside(seconds):
+                continue
             if root_event is not None and event is root_event:
                 if root_lane_y is None:
                     root_lane_y = ly
@@ -730,7 +798,7 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET) -> tuple[str
                        f'<title>{_e(tip)}</title></rect>')
 
     drawn = False
-    if root is not None and root_s is not None:
+    if root is not None and root_s is not None and inside(root_s):
         if root_lane_y is None:
             for lane, ly in lane_rows:
                 if root.rank is not None and root.rank in lane.ranks:
@@ -745,11 +813,12 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET) -> tuple[str
                      else (f"{root.evidence[0].path}:{root.evidence[0].line}" if root.evidence else ""))
             tip = (f"ROOT CAUSE {fmt_time(root.time)} UTC · {who(root.rank, root.host, root.local_rank)} · "
                    f"{root.rule} · {where}\n{clip(text, 300)}")
-            svg.append(f'<g id="root-event" class="root-event" data-rank="{_e(root.rank)}" data-rule="{_e(root.rule)}">'
+            ident = ' id="root-event"' if root_id else ""
+            svg.append(f'<g{ident} class="root-event" data-rank="{_e(root.rank)}" data-rule="{_e(root.rule)}">'
                        f'<title>{_e(tip)}</title>'
                        f'<polygon points="{xr:.1f},{cy - 7:.1f} {xr + 7:.1f},{cy:.1f} {xr:.1f},{cy + 7:.1f} {xr - 7:.1f},{cy:.1f}"/>'
                        f'<text class="lbl-root" x="{xr + 9:.1f}" y="{cy + 4:.1f}">root</text></g>')
-            drawn = True
+            drawn = root_id
     svg.extend(axis)
     svg.append("</svg>")
     return "".join(svg), drawn, caption
