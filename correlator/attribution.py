@@ -215,6 +215,39 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
     return dict(score), dict(reasons), majority_rule
 
 
+#: primaries of one rank this close to its first one are one event (a wrapper line and its cause)
+EVENT_WINDOW_NS = 5 * NS
+EVENT_WINDOW_LINES = 60
+
+
+def _first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
+    """Each rank's first failure event. One crash prints several primary lines (``terminate called
+    after throwing ...``, then ``what(): CUDA error: ...``, then ``Fatal Python error: Aborted``):
+    among the rank's primaries close to its first one, the most specific rule names the event, and
+    the event keeps the earliest time."""
+    by_rank: dict[object, list[Ev]] = defaultdict(list)
+    for e in pool:
+        by_rank[e.rank if e.rank is not None else (e.m.who.host, e.m.path)].append(e)
+    out: dict[object, Ev] = {}
+    for k, es in by_rank.items():
+        es.sort(key=Ev.sort_key)
+        first = es[0]
+        group = [first]
+        for e in es[1:]:
+            if first.t is not None and e.t is not None:
+                close = e.t - first.t <= EVENT_WINDOW_NS
+            else:
+                close = e.m.path == first.m.path and e.m.line - first.m.line <= EVENT_WINDOW_LINES
+            if close:
+                group.append(e)
+        best = max(group, key=lambda e: (e.rule.priority, -group.index(e)))
+        if best is not first and first.t is not None and (best.t is None or best.t > first.t):
+            best = Ev(best.m, best.rule, first.t, first.lo, best.hi, max(best.unc or 0, first.unc or 0),
+                      best.domain)
+        out[k] = best
+    return out
+
+
 def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: dict[str, Rule],
               clocks: dict[str, ClockEstimate], known_ranks: set[int], *, skew_note: str = "",
               clocks_used: bool = False) -> Outcome:
@@ -237,12 +270,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     # a job-level end that precedes every primary failure explains them
     first_job = jobs[0] if jobs and jobs[0].t is not None else (jobs[0] if jobs else None)
     if pool:
-        per_rank: dict[object, Ev] = {}
-        for e in pool:
-            k = e.rank if e.rank is not None else (e.m.who.host, e.m.path)
-            cur = per_rank.get(k)
-            if cur is None:
-                per_rank[k] = e
+        per_rank = _first_failure_per_rank(pool)
         ordered = sorted(per_rank.values(), key=Ev.sort_key)
         root_ev = ordered[0]
         if first_job is not None and first_job.t is not None and root_ev.t is not None and first_job.t < root_ev.t - (root_ev.unc or 0):
@@ -259,6 +287,19 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             gap = c.t - r.t
             if gap <= (r.unc or 0) + (c.unc or 0):
                 tie.append(c)
+        if tie:
+            # lines that point at a rank (a checkpoint exception relaying rank N's error to every
+            # rank, a peer naming who went away) break a tie between ranks that printed the same thing
+            members = {e.rank: e for e in [r, *tie] if e.rank is not None}
+            votes = Counter(int(x) for e in evs for x in [e.m.capture("suspect_rank")]
+                            if x and x.isdigit() and int(x) in members)
+            if votes:
+                pick, n = votes.most_common(1)[0]
+                if pick != r.rank:
+                    r = root_ev = members[pick]
+                    rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r]
+                tie = [c for c in tie if c.rank != pick and c is not r]
+                why.append(f"{n} line(s) name rank {pick} as the origin of the error the tied ranks print")
         confidence = 0.95
         if "signal-exit" in r.rule.tags:
             decided_by = "signal-exit"
