@@ -146,6 +146,10 @@ def summarize(directory: Path | str) -> HistorySummary:
 # --- renderers -----------------------------------------------------------------------------------
 
 
+def _jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"
+
+
 def _ids(ids: tuple[str, ...], limit: int = 8) -> str:
     shown = ", ".join(ids[:limit])
     return shown + (f", … (+{len(ids) - limit})" if len(ids) > limit else "")
@@ -160,7 +164,7 @@ def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
 
 def render_table(summary: HistorySummary) -> str:
     """Plain-text tables for a terminal."""
-    out = [f"{summary.jobs} jobs in {summary.source}: " + ", ".join(f"{n} {v}" for v, n in summary.verdicts),
+    out = [f"{_jobs(summary.jobs)} in {summary.source}: " + ", ".join(f"{n} {v}" for v, n in summary.verdicts),
            f"rank-hours spanned: {summary.rank_hours:,.1f}", ""]
     out.append("nodes that were the root of more than one failure (candidates to drain):")
     if summary.repeated_roots:
@@ -192,7 +196,7 @@ def _md(text: str) -> str:
 
 def render_markdown(summary: HistorySummary) -> str:
     out = ["# Failure history", "",
-           f"{summary.jobs} jobs in {_md(summary.source)}: "
+           f"{_jobs(summary.jobs)} in {_md(summary.source)}: "
            + ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in summary.verdicts)
            + f"; {summary.rank_hours:,.1f} rank-hours spanned.", "",
            "## Nodes that were the root of more than one failure", ""]
