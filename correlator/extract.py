@@ -38,6 +38,8 @@ KEEP_FIRST, KEEP_LAST = 40, 10
 #: how many lines around a candidate are searched for a stamp or for context
 LOOK_LINES = 400
 CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
+#: lines (at most bytes) held back at the end of each buffer for look-ahead
+HOLD_LINES, HOLD_BYTES = 64, 256 << 10
 
 _PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?\s*(\d{1,9})\b")
 _TABLE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
@@ -378,13 +380,18 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
         found: list[tuple[Rule, dict[str, str], str]] = []
         event_ctx: list[str] | None = None
+        after_ctx: list[str] | None = None
         for ri in rule_idx:
             rule = rs.rules[ri]
             ctx: list[str] = []
             if rule.match.scope is Scope.EVENT:
                 if event_ctx is None:
                     event_ctx, _ = _context(buf, start, pbytes, 200, 0)
-                ctx = event_ctx[-rule.match.context_lines:]
+                ctx = event_ctx[-rule.match.context_lines:] if rule.match.context_lines else []
+                if rule.match.context_after:
+                    if after_ctx is None:
+                        _, after_ctx = _context(buf, start, pbytes, 0, 60)
+                    ctx = [*ctx, *after_ctx[: rule.match.context_after]]
             for frame in frames:
                 try:
                     caps = rs.confirm(ri, frame, ctx)
@@ -552,17 +559,29 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                         continue
                     cut = len(data)  # a line longer than any sane one: process what we have
                     state.lines_capped += 1
+                else:
+                    # hold the last lines back for the next round, so every candidate line has
+                    # the lines after it (event context, the next stamped line) at hand
+                    hold = cut - 1
+                    for _ in range(HOLD_LINES):
+                        nl = data.rfind(b"\n", max(0, cut - HOLD_BYTES), hold)
+                        if nl < 0:
+                            break
+                        hold = nl
+                    if hold > 0 and hold + 1 < cut and hold > len(data) // 2:
+                        cut = hold + 1
                 region, carry = data[:cut], data[cut:]
                 keep_line, keep, tail, head_done = _process_region(
                     state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
                 lines_total += region.count(b"\n")
                 offset += len(region)
             if carry:
-                region = carry + b"\n"
+                region = carry if carry.endswith(b"\n") else carry + b"\n"
                 keep_line, keep, tail, head_done = _process_region(
                     state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
-                lines_total += 1
+                lines_total += region.count(b"\n")
                 offset += len(carry)
+                carry = b""
     except (EOFError, OSError, ValueError) as e:
         what = {"gzip": "gzip", "zstd": "zstd", "bz2": "bz2", "xz": "xz"}.get(kind, "")
         reason = str(e) or type(e).__name__

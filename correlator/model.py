@@ -106,6 +106,8 @@ class MatchSpec:
     prefilter: tuple[str, ...] = ()
     scope: Scope = Scope.LINE
     context_lines: int = 40
+    #: for event scope: lines of the same rank after the matching line that belong to the event
+    context_after: int = 0
 
 
 @dataclass(frozen=True, slots=True)
