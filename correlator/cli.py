@@ -187,8 +187,15 @@ def history_cmd(
 
     if not directory.is_dir():
         _fail(InputError("no such Parquet dataset folder", str(directory), "write one with 'correlate ... --parquet DIR'"))
-    summary = history.summarize(directory)
-    typer.echo(history.render(summary, fmt), nl=False)
+    try:
+        summary = history.summarize(directory)
+        text = history.render(summary, fmt)
+    except CorrelateError as e:
+        _fail(e)
+    except (OSError, ValueError, KeyError) as e:
+        _fail(InputError(f"cannot read the dataset ({type(e).__name__}: {e})", str(directory),
+                         "point at a folder written with 'correlate ... --parquet DIR'"))
+    typer.echo(text, nl=False)
 
 
 def main() -> None:

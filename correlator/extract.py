@@ -629,6 +629,21 @@ def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
         yield buf
 
 
+_FULL_DATE = re.compile(rb"(?:19|20)\d\d-[01]\d-[0-3]\d[T _][0-2]\d:[0-5]\d:[0-6]\d")
+
+
+def _refresh_reference(state: _State, region: bytes) -> None:
+    """Year-less stamps (glog, syslog) take their year from the nearest full date of the same
+    file, not from its modification time or today: look for one at the start of each buffer."""
+    m = _FULL_DATE.search(region, 0, 1 << 20)
+    if m is None:
+        return
+    line_start = region.rfind(b"\n", 0, m.start()) + 1
+    p = state.stamps.parse(region[line_start:m.end() + 40].decode("utf-8", "replace"))
+    if p is not None and not p.year_inferred:
+        state.stamps.observe(p)
+
+
 def _flush_head(state: _State, writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor]) -> None:
     head = state.head
     cut = head.rfind(b"\n") + 1
@@ -640,6 +655,7 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
                     writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor],
                     head_done: bool) -> tuple[int, bytes, bytes, bool]:
     """Scan one line-aligned region (with the kept bytes before it for look-back)."""
+    _refresh_reference(state, region)
     data = keep + region
     buf = _Buffer(data, len(keep), offset - len(keep), keep_line)
     lines = state.engine.scanner.scan(region, len(region))

@@ -43,7 +43,12 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
     for d in digests:
         has_local = any(s.who.local_rank is not None and s.who.task is not None for s in d.streams) or any(
             m.who.local_rank is not None and m.who.task is not None and m.who.rank is not None for m in d.matches)
-        if has_local:
+        # srun under torchrun: srun's task is a node's agent, not a rank. Said by --tee prefixes, or by
+        # the agent's own lines (launcher rules, a local_rank capture) behind a bare task prefix.
+        agent = any(m.who.task is not None and m.who.rank is None and
+                    (m.rule_id.startswith(("launcher.", "deepspeed.launcher")) or m.capture("local_rank"))
+                    for m in d.matches)
+        if has_local or agent:
             imap.task_is_node.add(d.source.path)
         for s in d.streams:
             if s.who.local_rank is not None:

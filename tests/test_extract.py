@@ -88,3 +88,15 @@ def test_huge_line_is_capped_with_a_diagnostic(engine):
     d = digest_of(engine, text, chunk=1 << 20)
     assert any("longer than" in x.message for x in d.diagnostics)
     assert d.lines == 2
+
+
+def test_glog_year_comes_from_the_files_own_dates(engine):
+    # the file's Python-logging lines say 2026; its glog lines carry no year; today is irrelevant
+    text = ("[rank0]:2026-03-02 14:00:00,000 - train - INFO - step=100\n"
+            "[rank0]:[E302 14:13:30.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600010 milliseconds before timing out.\n")
+    d = digest_of(engine, text)
+    from jobs import T0
+    wd = [m for m in d.matches if m.rule_id == "nccl.watchdog-collective-timeout"][0]
+    assert 0 < (wd.time_ns - int(T0.timestamp()) * 10**9) / 1e9 < 1000
