@@ -19,7 +19,7 @@ from correlator.clocks import ClockEstimate
 from correlator.identity import compress_ranks
 from correlator.model import (
     ChainLink, ClockRow, CollateralItem, Evidence, Group, Label, Match, RankRow, RankState, Role, RootCause,
-    Rule, StreamFacts, TimeKind, TimelineEvent, Verdict, iso,
+    Rule, StreamFacts, TimeKind, TimelineEvent, Verdict, Who, iso,
 )
 from correlator.timestamps import NS
 
@@ -159,7 +159,7 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
         missing = sorted(known - timed)
         if missing and len(missing) <= max(1, len(known) // 4):
             for r in missing:
-                score[r] += 3
+                score[r] += 4
                 reasons[r].append(f"absent from the collective timeout that {n_major} ranks report (SeqNum {major})")
         for r, s in first_seq.items():
             if s < major:
@@ -196,10 +196,14 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
                 w = 2.0 if last_step[r] == low else 1.0
                 score[r] += w
                 reasons[r].append(f"its progress stopped at step {last_step[r]} while others reached {top}")
+    timeouts = [int(x) for e in evs for x in [e.m.capture("timeout_ms")] if x and x.isdigit()]
+    # a hang culprit goes quiet a whole collective timeout before the others; a gap of a few
+    # unstamped lines is not that
+    stop_early = max(STOP_EARLY_NS, int(median(timeouts)) * 1_000_000 // 2) if timeouts else 4 * STOP_EARLY_NS
     if len(last_out) >= 2:
         med = median(last_out.values())
         for r, t in last_out.items():
-            if med - t > STOP_EARLY_NS:
+            if med - t > stop_early:
                 score[r] += 1.5
                 reasons[r].append(f"its output stopped {(med - t) / NS:.0f} s before the other ranks'")
     # the dump-signal pointer: names the rank that first detected the timeout (weak: a victim too)
@@ -246,6 +250,28 @@ def _first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
                       best.domain)
         out[k] = best
     return out
+
+
+def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], rule: Rule, proto: Ev) -> Ev:
+    """The root event of a hang: the culprit's own last trace if it printed one, else its last output
+    (time) with a peer's timeout line as the evidence of what it never joined."""
+    own = [e for e in evs if e.rank == culprit]
+    if own:
+        e = own[0]
+        return Ev(e.m, rule, e.t, e.lo, e.hi, e.unc, e.domain)
+    host = local = None
+    last = None
+    for s in streams:
+        if s.who.rank == culprit:
+            host = host or s.who.host
+            local = local if local is not None else s.who.local_rank
+            t = s.last_ns if s.last_ns is not None else s.first_ns
+            if t is not None and (last is None or t > last):
+                last = t
+    who = Who(rank=culprit, local_rank=local, host=host)
+    m = Match(rule.id, proto.m.path, proto.m.line, proto.m.offset, proto.m.text, who, last, last, None,
+              TimeKind.INHERITED if last is not None else TimeKind.NONE)
+    return Ev(m, rule, last, last, None, None, host or f"rank {culprit}")
 
 
 def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: dict[str, Rule],
@@ -360,21 +386,16 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                               "output-stopped" if "output stopped" in kinds else "dump-pointer")
                 rule_id = majority_rule or collateral[0].rule.id
                 proto = next(e for e in collateral if e.rule.id == rule_id)
-                # the culprit's own last trace, if it printed anything
-                own = [e for e in evs if e.rank == culprit]
-                anchor = own[0] if own else proto
-                root_ev = Ev(anchor.m, rules[rule_id], anchor.t, anchor.lo, anchor.hi, anchor.unc, anchor.domain)
-                root_ev.m = anchor.m if own else Match(
-                    rule_id, proto.m.path, 0, 0, "", type(proto.m.who)(rank=culprit), None, None, None, TimeKind.NONE)
+                root_ev = _hang_root(culprit, evs, streams, rules[rule_id], proto)
                 why.append(f"no rank reports a failure that can start a cascade: this is a hang; "
-                           f"every other rank only reports {rule_id}")
+                           f"the other ranks only report {rule_id}")
                 why.extend(f"rank {culprit}: {x}" for x in decided)
+                if root_ev.t is not None:
+                    why.append(f"the time given is rank {culprit}'s last output")
                 confidence = min(0.9, 0.35 + 0.12 * best)
                 if len(top) > 1:
-                    tie = [Ev(proto.m, proto.rule, None, None, None, None, "", Label.ROOT) for _ in top[1:]]
                     confidence = min(confidence, 0.45)
                     why.append(f"ranks {compress_ranks(top)} are equally suspect")
-                tie_ranks = top[1:]
             else:
                 verdict = Verdict.UNDETERMINED
                 confidence = 0.0
@@ -429,9 +450,11 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             if hit:
                 confidence += 0.03
                 why.append(f"the collateral seen ({', '.join(hit)}) is what this failure typically causes on other ranks")
-        tie_ranks = sorted({c.rank for c in tie if c.rank is not None}) if decided_by not in (
-            "missing-from-collective", "nccl-work-counters", "progress-stopped", "output-stopped", "dump-pointer") else \
-            sorted(r for r, s in suspects.items() if s == max(suspects.values()) and r != root_rank)
+        if suspects:
+            top_score = max(suspects.values())
+            tie_ranks = sorted(r for r, sc in suspects.items() if sc == top_score and r != root_rank)
+        else:
+            tie_ranks = sorted({c.rank for c in tie if c.rank is not None})
         root = RootCause(
             rank=root_rank, host=root_ev.m.who.host, local_rank=root_ev.m.who.local_rank,
             rule=rule.id, title=rule.title, category=rule.category, severity=str(rule.severity),

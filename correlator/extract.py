@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 
 from correlator.model import (
-    Anchor, Diagnostic, Digest, IdentityFact, Match, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
+    Anchor, Diagnostic, Digest, IdentityFact, Match, Role, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
 )
 from correlator.prefixes import NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, split_prefix, strip_ansi
 from correlator.ruleset import PatternTimeout, RuleSet
@@ -41,6 +41,8 @@ CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
 #: lines (at most bytes) held back at the end of each buffer for look-ahead
 HOLD_LINES, HOLD_BYTES = 64, 256 << 10
 
+_RANK_PREFIX = re.compile(rb"(?m)^(?:\s{0,6}\d{1,6}: )?(?:\[[A-Za-z_]*\d+\]:)?\[rank(\d{1,6})\]:")
+_SRUN_PREFIX = re.compile(rb"(?m)^\s{0,6}(\d{1,6}): ")
 _PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?\s*(\d{1,9})\b")
 _TABLE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
@@ -120,6 +122,17 @@ class _State:
         self.tz_assumed = False
         self.year_inferred = False
         self.head = b""
+
+    def check_writers(self, region: bytes) -> None:
+        """A file whose lines carry several ranks' prefixes is a combined stream: a number in its
+        name (``train-hgx-001.log``) names a node or a job, not a rank."""
+        if self.src.file_rank is None:
+            return
+        ranks = set(_RANK_PREFIX.findall(region, 0, 1 << 20)) | set(_SRUN_PREFIX.findall(region, 0, 1 << 20))
+        if len(ranks) >= 2:
+            from dataclasses import replace
+
+            self.src = replace(self.src, file_rank=None)
 
     def add_match(self, m: Match, key: tuple) -> None:
         k = (m.rule_id, key)
@@ -316,6 +329,30 @@ def _table_fact(state: _State, buf: _Buffer, start: int, prefix: Prefix, msg: st
     state.identities.append(IdentityFact(who, prefix.task, state.src.path, "failure-table", t, exitcode, section_root))
 
 
+#: a launcher prefix in the middle of a line: a progress bar without a newline, then a rank's line
+_EMBEDDED_PREFIX = re.compile(r"(?:\[(?:rank\d{1,6}|[A-Za-z_]{1,20}\d{1,5})\]:)+")
+_TABLE_SEP = re.compile(r"^\s*(?:\[\d+\]:\s*$|={20,}|-{20,}|Root Cause|Failures:|Other Failures:)")
+
+
+def _table_owner(buf: _Buffer, start: int, pbytes: bytes, who: Who) -> Who:
+    """A line inside a torchelastic failure table (the agent's copy of a worker's traceback) is about
+    the rank the table record names, not about the agent that printed it."""
+    for s, e in buf.lines_before(start, 80):
+        if not _same_writer(buf.data, s, pbytes):
+            continue
+        _, line = _parse_line(buf.data[s:e])
+        m = _TABLE_FIELD.match(line)
+        if m and m.group(1) == "rank":
+            r = _TABLE_RANK.search(m.group(2))
+            if r:
+                rank = int(r.group(1))
+                return Who(rank if rank >= 0 else None, int(r.group(2)), who.task, who.host, who.pid)
+            return who
+        if _TABLE_SEP.match(line):
+            return who
+    return who
+
+
 def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, msg: str, pbytes: bytes) -> None:
     name = _FACTS[kind][0]
     if name == "table":
@@ -393,6 +430,9 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                         _, after_ctx = _context(buf, start, pbytes, 0, 60)
                     ctx = [*ctx, *after_ctx[: rule.match.context_after]]
             for frame in frames:
+                inner = _EMBEDDED_PREFIX.search(frame)
+                if inner is not None and inner.start() > 0:
+                    frame = frame[inner.start():]
                 try:
                     caps = rs.confirm(ri, frame, ctx)
                 except PatternTimeout as e:
@@ -421,7 +461,14 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         for rule, caps, frame in found:
             if rule.priority != top:
                 continue
+            if _EMBEDDED_PREFIX.match(frame):
+                inner_prefix, frame = split_prefix(frame)
+                if prefix.rank is None and prefix.local_rank is None:
+                    prefix = Prefix(prefix.task if inner_prefix.task is None else inner_prefix.task,
+                                    inner_prefix.local_rank, inner_prefix.rank, prefix.length)
             who = _who(state.src, prefix, caps, frame)
+            if who.rank is None and who.local_rank is None and rule.role is not Role.TEARDOWN:
+                who = _table_owner(buf, start, pbytes, who)
             if who.host is None and key in state.hosts:
                 who = Who(who.rank, who.local_rank, who.task, state.hosts[key], who.pid)
             elif who.host is not None and who.rank is not None:
@@ -468,14 +515,17 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
             if p is not None:
                 w.last_ns = p.time_ns
                 state.last_stamp[key] = p.time_ns
-        if p is None:
+        if head and p is None:
             continue
         pm = _PROGRESS.search(raw)
         if pm is None:
             continue
         step = int(pm.group(1))
         if w.last_step is None or step >= w.last_step:
-            w.last_step, w.last_step_ns = step, p.time_ns
+            # a progress line counts even without a stamp of its own (its time is then unknown)
+            w.last_step, w.last_step_ns = step, (p.time_ns if p is not None else None)
+        if p is None:
+            continue
         akey = ("step", str(step), key)
         if akey not in anchors:
             anchors[akey] = Anchor("step", str(step), w.who, p.time_ns, state.src.path)
@@ -656,6 +706,8 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
                     head_done: bool) -> tuple[int, bytes, bytes, bool]:
     """Scan one line-aligned region (with the kept bytes before it for look-back)."""
     _refresh_reference(state, region)
+    if offset == 0:
+        state.check_writers(region)
     data = keep + region
     buf = _Buffer(data, len(keep), offset - len(keep), keep_line)
     lines = state.engine.scanner.scan(region, len(region))

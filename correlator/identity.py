@@ -123,7 +123,8 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
     """Every match and writer with its identity filled in from the whole job's statements."""
     imap = build(digests)
     # torchelastic log dirs without any mapping: number nodes in name order
-    nodes = sorted({d.source.file_node for d in digests if d.source.file_local_rank is not None and d.source.file_node})
+    nodes = sorted({d.source.file_node for d in digests if d.source.file_local_rank is not None and d.source.file_node},
+                   key=_natural)
     node_index = {n: i for i, n in enumerate(nodes)}
     matches: list[Match] = []
     streams: list[StreamFacts] = []
@@ -154,6 +155,13 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
             f"some global ranks were inferred as node x {imap.procs_per_node} + local rank "
             "(the logs state no mapping: no [rankN] prefix, NCCL init line, rendezvous result or failure table)")
     return matches, streams, imap
+
+
+def _natural(name: str) -> list:
+    """``node-2`` before ``node-10``."""
+    import re
+
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
 
 
 def hosts_by_count(matches: Sequence[Match]) -> Counter[str]:

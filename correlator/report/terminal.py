@@ -42,8 +42,8 @@ def _delay(a: float | None, b: float | None) -> str:
     if a is None:
         return ""
     if b is None or abs(b - a) < 0.05:
-        return f"+{a:.1f} s"
-    return f"+{a:.1f} s .. +{b:.1f} s"
+        return f"{a:+.1f} s"
+    return f"{a:+.1f} s .. {b:+.1f} s"
 
 
 def render(report: Report, color: bool = False) -> str:
