@@ -88,23 +88,19 @@ class HyperscanScanner:
 
         self._hs = hyperscan
         flags = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
-        exprs, ids, rejected = [], [], []
-        for p in patterns:
-            expr = _hs_regex(p.regex)
-            try:  # compile each alone first so one refused pattern does not sink the database
-                probe = hyperscan.Database()
-                probe.compile(expressions=[expr], ids=[p.id], elements=1, flags=[flags])
-            except Exception:  # hyperscan.error: the pattern is beyond even prefilter mode
-                rejected.append(p)
-                continue
-            exprs.append(expr)
-            ids.append(p.id)
+        exprs = [_hs_regex(p.regex) for p in patterns]
+        ids = [p.id for p in patterns]
+        cached = _cache_load(exprs, ids, flags)
+        if cached is not None:
+            db, rejected_ids = cached
+        else:
+            db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
+            _cache_store(exprs, ids, flags, db, rejected_ids)
+        rejected = [p for p in patterns if p.id in set(rejected_ids)]
         self.rejected = tuple(p.id for p in rejected)
-        self._db = None
-        if exprs:
-            self._db = hyperscan.Database()
-            self._db.compile(expressions=exprs, ids=ids, elements=len(exprs), flags=[flags] * len(exprs))
-            self._scratch = hyperscan.Scratch(self._db)
+        self._db = db
+        if db is not None:
+            self._scratch = hyperscan.Scratch(db)
         self._fallback = KeywordScanner(rejected) if rejected else None
 
     def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
@@ -137,6 +133,102 @@ class HyperscanScanner:
             for start, pids in self._fallback.scan(data, len(data)).items():
                 lines.setdefault(start, set()).update(pids)
         return lines
+
+
+# --- compiling, and the on-disk cache of compiled databases ---------------------------------------
+#
+# Compiling ~350 rule patterns takes Hyperscan seconds; loading a serialized database takes
+# milliseconds. Databases are cached by a hash of everything that goes into them (patterns, ids,
+# flags, Hyperscan version, CPU), in ``$CORRELATE_CACHE`` or ``$XDG_CACHE_HOME/correlate`` or
+# ``~/.cache/correlate``; ``CORRELATE_CACHE=off`` disables the cache. A cache that cannot be read
+# or written is ignored: it only costs the compile.
+
+ENV_CACHE = "CORRELATE_CACHE"
+
+
+def _cache_dir() -> str | None:
+    where = os.environ.get(ENV_CACHE)
+    if where is not None and where.lower() in ("", "0", "off", "no", "false"):
+        return None
+    if where:
+        return where
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "correlate")
+
+
+def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> str:
+    import hashlib
+    import platform
+
+    import hyperscan
+
+    h = hashlib.sha256()
+    h.update(f"hs={getattr(hyperscan, '__version__', '?')};cpu={platform.machine()};flags={flags};".encode())
+    for e, i in zip(exprs, ids):
+        h.update(b"%d\x00%s\x00" % (i, e))
+    return h.hexdigest()[:32]
+
+
+def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> tuple[object, tuple[int, ...]] | None:
+    d = _cache_dir()
+    if d is None or not exprs:
+        return None
+    path = os.path.join(d, f"hs-{_cache_key(exprs, ids, flags)}.db")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        head, _, blob = raw.partition(b"\n")
+        rejected = tuple(int(x) for x in head.decode().split(",") if x)
+        import hyperscan
+
+        db = hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK) if blob else None
+        return db, rejected
+    except Exception:  # missing, truncated, another platform or Hyperscan version: compile
+        return None
+
+
+def _cache_store(exprs: Sequence[bytes], ids: Sequence[int], flags: int, db: object, rejected: Sequence[int]) -> None:
+    d = _cache_dir()
+    if d is None or not exprs:
+        return
+    try:
+        import hyperscan
+
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"hs-{_cache_key(exprs, ids, flags)}.db")
+        blob = bytes(hyperscan.dumpb(db)) if db is not None else b""
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(",".join(str(i) for i in rejected).encode() + b"\n" + blob)
+        os.replace(tmp, path)  # atomic: concurrent workers never read half a file
+    except Exception:  # a read-only home, a full disk: no cache, no harm
+        return
+
+
+def _compile(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> tuple[object, tuple[int, ...]]:
+    """One database of every pattern Hyperscan accepts (in prefilter mode); the ids it refused."""
+    if not exprs:
+        return None, ()
+
+    def build(es: Sequence[bytes], is_: Sequence[int]) -> object:
+        db = hyperscan.Database()
+        db.compile(expressions=list(es), ids=list(is_), elements=len(es), flags=[flags] * len(es))
+        return db
+
+    try:
+        return build(exprs, ids), ()
+    except Exception:  # hyperscan.error: some pattern is beyond even prefilter mode; find which
+        pass
+    kept_e, kept_i, rejected = [], [], []
+    for e, i in zip(exprs, ids):
+        try:
+            build([e], [i])
+        except Exception:
+            rejected.append(i)
+            continue
+        kept_e.append(e)
+        kept_i.append(i)
+    return (build(kept_e, kept_i) if kept_e else None), tuple(rejected)
 
 
 Scanner = KeywordScanner | HyperscanScanner
