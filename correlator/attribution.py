@@ -301,6 +301,14 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         root_ev = ordered[0]
         if first_job is not None and first_job.t is not None and root_ev.t is not None and first_job.t < root_ev.t - (root_ev.unc or 0):
             root_ev = None
+    if root_ev is not None and root_ev.rank is None:
+        # a node-level line (slurmstepd's oom_kill notice) and a line naming the rank (srun's
+        # "task 2: Out Of Memory") tell of one event: name the rank unless the node line is clearly first
+        for c in sorted(per_rank.values(), key=Ev.sort_key):
+            if c.rank is not None and c.rule.category == root_ev.rule.category and (
+                    c.t is None or root_ev.t is None or c.t - root_ev.t <= (root_ev.unc or 0) + (c.unc or 0) + NS):
+                root_ev = c
+                break
     if root_ev is not None:
         verdict = Verdict.ROOT_CAUSE
         r = root_ev

@@ -171,7 +171,10 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
         pid = pid or origin[1]
     if host is None and src.file_node is not None:
         host = src.file_node
-    return Who(rank=rank, local_rank=local, task=prefix.task, host=host, pid=pid)
+    task = prefix.task
+    if task is None and caps.get("tasks", "").isdigit():
+        task = int(caps["tasks"])  # srun's "task 2: Out Of Memory": the line is about that task
+    return Who(rank=rank, local_rank=local, task=task, host=host, pid=pid)
 
 
 class _Buffer:
