@@ -603,7 +603,7 @@ class _Job:
             else:
                 head = f"comm {addr}"
             self.w(r, t + 1.1, f"{pre2}Connected all trees", stream="o")
-            self.w(r, t + 1.3, f"{head} rank {r} nranks {self.ranks} cudaDev {dev} nvmlDev {dev} busId {b} "
+            self.w(r, t + 1.3, f"{pre2}{head} rank {r} nranks {self.ranks} cudaDev {dev} nvmlDev {dev} busId {b} "
                                 f"commId {comm} - Init COMPLETE", stream="o")
         # step lines: every rank logs the same steps (synchronised by the step's collectives)
         first = self.step0 + self.log_every
@@ -1193,7 +1193,8 @@ class _Job:
                 msg = cs.replace("\n", "\n  ")
             else:
                 msg = _ELASTIC_DOC
-            err_file = (f"{self.tmpdir}/{self.log_run_dir}/attempt_0/{w.local}/error.json"
+            base = (f"{self.code}/logs/{self.job_id}/node-{n}" if self.layout == "torchelastic" else self.tmpdir)
+            err_file = (f"{base}/{self.log_run_dir}/attempt_0/{w.local}/error.json"
                         if w.error_json is not None else "<N/A>")
             code = f"{w.exit_code} (pid: {w.pid})"
             if p.key == "2.8":
