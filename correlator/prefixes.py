@@ -21,7 +21,9 @@ _PREFIX = re.compile(
 _MPI = re.compile(r"\[(?P<job>\d+),(?P<rank>\d{1,6})\]<std(?:out|err)>:")
 #: a plain line naming its rank inside the message (no prefix): ``[Rank 5] ...``, ``[RANK 5]``
 _RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]")
-_NCCL_HOST = re.compile(r"(?:^|\s)(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
+# WARN lines name NCCL's source location between the device and "NCCL": ``[0] ib_plugin.c:1105 NCCL WARN``
+_NCCL_HOST = re.compile(
+    r"(?:^|\s)(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:[\w/.-]+:\d+ )?NCCL ")
 
 MAX_TEXT = 4000  # characters of one message kept for display and matching
 

@@ -26,6 +26,9 @@ def test_rank_in_text_and_nccl_origin():
     assert rank_in_text("[Rank 5] Watchdog caught") == 5
     assert rank_in_text("no rank") is None
     assert nccl_origin("gpu-a09:12345:12399 [5] NCCL INFO comm") == ("gpu-a09", 12345, 5)
+    # WARN lines carry NCCL's source file:line before "NCCL" (nccl-tests #252, NCCL #1405)
+    assert nccl_origin("kolyoz2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion") == ("kolyoz2", 25146, 0)
+    assert nccl_origin("node05:4021:4195 [2] transport/net_ib.cc:838 NCCL WARN NET/IB : x") == ("node05", 4021, 2)
 
 
 def test_progress_frame_and_ansi():
