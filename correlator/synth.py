@@ -303,6 +303,13 @@ def _ranges(nums: Iterable[int]) -> str:
     return ",".join(out)
 
 
+def _interval(sec: int) -> str:
+    """tqdm's format_interval: ``MM:SS`` or ``H:MM:SS``."""
+    m, s = divmod(sec, 60)
+    h, m = divmod(m, 60)
+    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
 def _toml_str(s: str) -> str:
     out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
     return f'"{out}"'
@@ -358,6 +365,8 @@ class _Opts:
     scancel_delay: float = 900.0
     fqdn: str = ""                  # domain appended to host names in ChildFailedError tables
     log_exception: bool = False     # the script logs the exception (stamped ERROR line + traceback) before dying
+    kill_on_bad_exit: bool = False  # srun --kill-on-bad-exit=1; the root process hangs at exit after its traceback,
+                                    # so the first task to exit is a collateral one and srun then cancels the step
 
 
 # --------------------------------------------------------------------------------------------------
@@ -435,6 +444,7 @@ class _Job:
             culprit_dump=self.p.key == "2.8" and rng.random() < 0.5,
             fqdn=rng.choice(["", "", ".cluster.local", ".hpc.internal"]),
             log_exception=rng.random() < 0.35,
+            kill_on_bad_exit=self.fault.mechanism == "exception" and rng.random() < 0.3,
         )
         if self.p.key == "2.1":
             o.ecc_variant = "python"
@@ -649,11 +659,11 @@ class _Job:
             pct = int(100 * done / total)
             fill = pct // 10
             bar = "\u2588" * fill + ("\u258f" if pct % 10 else "") + " " * (10 - fill - (1 if pct % 10 else 0))
-            el = int((s - self.step0) * self.step_dt)
+            el = int(done * self.step_dt)
             rem = int((total - done) * self.step_dt)
             frames.append(f"Epoch {s // total}: {pct:3d}%|{bar}| {done}/{total} "
-                          f"[{el // 60:02d}:{el % 60:02d}<{rem // 3600:d}:{(rem // 60) % 60:02d}:{rem % 60:02d}, "
-                          f"{self.step_dt:.2f}s/it, v_num=0, train_loss={self.loss_at(s, 0):.3f}]")
+                          f"[{_interval(el)}<{_interval(rem)}, {self.step_dt:5.2f}s/it, v_num=0, "
+                          f"train_loss={self.loss_at(s, 0):.3f}]")
         return "\r" + "\r".join(frames)
 
     # ---------------------------------------------------------------- tracebacks
@@ -1464,7 +1474,7 @@ class _Job:
                                  "destroy_process_group() was not called before program exit, which can leak resources. "
                                  "For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown "
                                  "(function operator())", "glog")
-            root_exit = (t_fail + rng.uniform(1.0, 4.0), 1)
+            root_exit = None if self.o.kill_on_bad_exit else (t_fail + rng.uniform(1.0, 4.0), 1)
         elif f.name == "gpu-ecc":  # watchdog thread hits the ECC error first
             what = "CUDA error: uncorrectable ECC error encountered"
             self.w(root, t_fail, f"{self.glog(rn, t_fail, 'ProcessGroupNCCL.cpp', p.ln.get('term', p.ln['wd']))} "
@@ -1503,7 +1513,7 @@ class _Job:
         if root_exit:
             rw.exit_t, rw.exit_code = root_exit
         # ---- collateral: who times out, when
-        agent_kills_root_node = self.has_agent and f.mechanism != "hang"
+        agent_kills_root_node = self.has_agent and root_exit is not None
         first_timeout: tuple[float, int] | None = None
         plan: list[tuple[float, int, int]] = []   # (timeout time, rank, ran_ms)
         stuck = -1
@@ -1570,7 +1580,10 @@ class _Job:
                              f"info. Last enqueued NCCL work: {seq_h - 1}, last completed NCCL work: {seq_h - 1}.{_WD_TAIL}",
                    "glog")
         # ---- teardown
-        self.teardown(rn, stuck)
+        if self.o.kill_on_bad_exit and root_exit is None and f.mechanism != "hang":
+            self.teardown_kill_on_bad_exit()
+        else:
+            self.teardown(rn, stuck)
         self._desc_args = (details, fail_step, seq_h, op, stuck, secondary)
 
     def pick_secondary(self, cands: Sequence[int]) -> int:
@@ -1710,6 +1723,63 @@ class _Job:
                             ends.append((w.exit_t, n, w.rank, -15))
         self.srun_exits(ends)
 
+    def teardown_kill_on_bad_exit(self) -> None:
+        """srun --kill-on-bad-exit: the first task that exits non-zero makes srun cancel the whole step."""
+        rng, p = self.rng, self.p
+        ends: list[tuple[float, int, int, int]] = []
+        t_kill: float | None = None
+        done: set[int] = set()
+        if self.has_agent:
+            start_poll = rng.uniform(20.0, 40.0)
+            firsts = []
+            for n in range(self.nodes):
+                ts = [w.exit_t for w in self.workers if w.node == n and w.exit_t is not None]
+                if ts:
+                    firsts.append((min(ts), n))
+            for fe, n in sorted(firsts):
+                if t_kill is not None and fe + p.monitor_interval >= t_kill:
+                    break
+                exits = {w.rank: (w.exit_t, w.exit_code) for w in self.workers
+                         if w.node == n and w.exit_t is not None and w.exit_code is not None}
+                t_end = self.agent_teardown(n, exits=exits, start_poll=start_poll)
+                if t_end is None:
+                    continue
+                ends.append((t_end, n, n, 1))
+                done.add(n)
+                if t_kill is None:
+                    t_kill = t_end + 0.35 + rng.uniform(0.0, 0.3)
+        else:
+            exited = sorted((w.exit_t, w.rank) for w in self.workers if w.exit_t is not None)
+            if exited:
+                t_kill = exited[0][0] + 0.35 + rng.uniform(0.0, 0.3)
+            for t, r in exited:
+                w = self.workers[r]
+                if t_kill is not None and t < t_kill:
+                    ends.append((t, w.node, r, w.exit_code if w.exit_code is not None else 1))
+        if t_kill is None:        # nothing ever exits: fall back to the user's scancel
+            self.teardown(self.workers[self.root].node if self.root is not None else 0, -1)
+            return
+        modern = p.key in ("2.6", "2.8")
+        self.b(t_kill, f"srun: launch/slurm: _step_signal: Terminating StepId={self.job_id}.0" if modern
+               else f"srun: Terminating job step {self.job_id}.0")
+        left_nodes = [n for n in range(self.nodes) if n not in done]
+        if self.has_agent:
+            for n in left_nodes:
+                te = self.agent_signal_exit(n, t_kill + rng.uniform(0.02, 0.3))
+                ends.append((te, n, n, -9))
+        else:
+            for w in self.workers:
+                if w.exit_t is None or w.exit_t >= t_kill:
+                    w.exit_t, w.exit_code = t_kill + rng.uniform(0.05, 0.5), -9
+                    ends.append((w.exit_t, w.node, w.rank, -9))
+            left_nodes = sorted({w.node for w in self.workers if w.exit_code == -9})
+        if left_nodes:
+            n = left_nodes[0]
+            self.s(n, t_kill + 0.01, f"slurmstepd: error: *** STEP {self.job_id}.0 ON {self.hosts[n]} CANCELLED AT "
+                                     f"{self.clock.slurm(self.host_t(n, t_kill))} ***")
+        self.b(t_kill + 0.02, "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.")
+        self.srun_exits(ends)
+
     def describe(self, details: str, step: int, seq: int, op: str, stuck: int, secondary: int | None) -> None:
         f, r = self.fault, self.root
         assert r is not None
@@ -1736,6 +1806,10 @@ class _Job:
         if self.has_agent:
             parts.append("Each torchrun agent sent SIGTERM to its remaining workers and printed its own ChildFailedError "
                          "table whose 'Root Cause' is only the first local failure of that node.")
+        if self.o.kill_on_bad_exit and f.mechanism == "exception" and w.exit_code in (-9, -15):
+            parts.append("The root process hung at exit after printing its traceback, so its agent never reported it; "
+                         "srun (--kill-on-bad-exit) cancelled the step only when a collateral task exited, and any "
+                         "ChildFailedError table names collateral ranks.")
         if stuck >= 0:
             parts.append(f"Node {self.hosts[stuck]} hung in NCCL abort until the job was scancelled, which produced the "
                          "final 'CANCELLED' lines; they are teardown, not the cause.")

@@ -23,7 +23,7 @@ SAMPLES: dict[str, dict] = {
     "lustre-eio-checkpoint": dict(
         fault="storage-eio", ranks=32, layout="srun-combined", seed=88123, root_rank=19, job_id=88123,
         host_prefix="gpu-a", torch_version="2.6", lines_per_rank=40,
-        variant=dict(framework="lightning", eio_variant="close", record=True, stuck_node=True, tqdm=True,
+        variant=dict(kill_on_bad_exit=False, framework="lightning", eio_variant="close", record=True, stuck_node=True, tqdm=True,
                      ansi=False, fqdn="", steplog="logging", log_exception=False),
         readme="""\
 Four nodes x 8 GPUs, `srun --label` + `torchrun --tee 3`, PyTorch 2.6 log format.
@@ -39,7 +39,7 @@ user scancels the job, so the file ends with `slurmstepd ... CANCELLED` lines an
     "cuda-oom-per-rank": dict(
         fault="cuda-oom", ranks=16, layout="per-rank", seed=505, root_rank=5, job_id=311402,
         host_prefix="gpu-c", torch_version="2.4", lines_per_rank=40,
-        variant=dict(per_rank_names="rank", stuck_node=False, ansi=True, tqdm=True, steplog="logging"),
+        variant=dict(kill_on_bad_exit=False, per_rank_names="rank", stuck_node=False, ansi=True, tqdm=True, steplog="logging"),
         readme="""\
 One file per rank (`rank-N.out`, the script's stdout+stderr) plus the batch output
 `slurm-311402.out` with srun's task-exit lines; 2 nodes x 8 GPUs, direct `srun` launch (no torchrun
@@ -93,7 +93,7 @@ called` warnings at exit (harmless), and the agents' `Local worker group finishe
         fault="storage-eio", ranks=16, layout="per-rank", seed=4242, root_rank=6, job_id=771204,
         host_prefix="node", torch_version="2.6", lines_per_rank=40, gpus_per_node=4,
         skew={"node01": 0.0, "node02": 1.9, "node03": -1.7, "node04": 0.6},
-        variant=dict(secondary=True, secondary_rank=9, secondary_delay=1.5, log_exception=True,
+        variant=dict(kill_on_bad_exit=False, secondary=True, secondary_rank=9, secondary_delay=1.5, log_exception=True,
                      per_rank_names="slurm", stuck_node=False, framework="plain", tqdm=False),
         readme="""\
 Per-rank files (`slurm-771204_N.out`) on four hosts whose clocks differ: node02 runs 1.9 s ahead,
@@ -105,7 +105,7 @@ the same step lines, so the per-host offsets can be estimated from them and the 
     "torchelastic-logdir": dict(
         fault="import-error", ranks=8, layout="torchelastic", seed=808, root_rank=5, job_id=640052,
         host_prefix="dgx", torch_version="2.6", lines_per_rank=40, gpus_per_node=4,
-        variant=dict(record=True, stuck_node=False),
+        variant=dict(kill_on_bad_exit=False, record=True, stuck_node=False),
         readme="""\
 A torchrun `--log-dir` tree: `node-<n>/<run_id>_<suffix>/attempt_0/<local_rank>/{stdout,stderr}.log`
 for 2 nodes x 4 GPUs, plus the agents' console output in `slurm-640052.out`. Rank 5 (node-1,
@@ -127,7 +127,7 @@ four different ranks - three of them collateral.""",
     "ecc-repeat-node": dict(
         fault="gpu-ecc", ranks=32, layout="per-rank", seed=3333, root_rank=17, job_id=904871,
         host_prefix="gpu-b", torch_version="2.4", lines_per_rank=30,
-        variant=dict(ecc_variant="python", stuck_node=False, per_rank_names="slurm"),
+        variant=dict(kill_on_bad_exit=False, ecc_variant="python", stuck_node=False, per_rank_names="slurm"),
         readme="""\
 A later job on the same cluster whose root is again on gpu-b03: rank 17 (local rank 1) raises
 `RuntimeError: CUDA error: uncorrectable ECC error encountered` in backward. Per-rank files from a
