@@ -15,6 +15,7 @@ import io
 import lzma
 import os
 import re
+import stat
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
@@ -110,6 +111,11 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
     diags: list[Diagnostic] = []
     found: list[str] = []
     seen: set[str] = set()
+    #: paths the user did not name (found in a folder or by a pattern): FIFOs and devices there are skipped
+    unnamed: set[str] = set()
+
+    def walk_error(e: OSError) -> None:
+        diags.append(Diagnostic("error", e.filename, f"cannot read folder: {e.strerror or e}"))
 
     def add(path: str) -> None:
         real = os.path.realpath(path)
@@ -124,8 +130,13 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
             continue
         if os.path.isdir(item):
             visited: set[tuple[int, int]] = set()
-            for root, dirs, files in os.walk(item, followlinks=True):
-                st = os.stat(root)
+            for root, dirs, files in os.walk(item, followlinks=True, onerror=walk_error):
+                try:
+                    st = os.stat(root)
+                except OSError as e:  # vanished or lost permission while walking
+                    diags.append(Diagnostic("error", root, f"cannot read folder: {e.strerror or e}"))
+                    dirs[:] = []
+                    continue
                 if (st.st_dev, st.st_ino) in visited:  # a symlink loop: do not descend again
                     diags.append(Diagnostic("warning", root, "symlink loop: folder already read, not descended again"))
                     dirs[:] = []
@@ -134,6 +145,7 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
                 dirs.sort()
                 for f in sorted(files):
                     add(os.path.join(root, f))
+                    unnamed.add(os.path.join(root, f))
                 if len(found) > MAX_FILES:
                     diags.append(Diagnostic("error", item, f"more than {MAX_FILES} files: stopped walking"))
                     break
@@ -148,6 +160,7 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
                     diags.append(Diagnostic("info", h, "folder matched by a pattern: pass it by name to read it"))
                 else:
                     add(h)
+                    unnamed.add(h)
         else:
             diags.append(Diagnostic("error", item, "no such file or folder"))
 
@@ -171,10 +184,16 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
             diags.append(Diagnostic("error", path, "broken symbolic link: its target does not exist"))
             continue
         try:
-            size = os.path.getsize(path)
+            st = os.stat(path)
         except OSError as e:
             diags.append(Diagnostic("error", path, f"cannot read: {e.strerror or e}"))
             continue
+        if path in unnamed and not stat.S_ISREG(st.st_mode):
+            # a FIFO would block the run until someone writes to it; a device never ends
+            what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
+            diags.append(Diagnostic("warning", path, f"not a regular file ({what}): skipped; pass it by name to read it"))
+            continue
+        size = st.st_size
         if info.file_rank is None and info.file_local_rank is None and path in ranks_by_family:
             info = replace(info, file_rank=ranks_by_family[path])
         sources.append(replace(info, size=size))
@@ -221,13 +240,25 @@ def read_chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
         yield buf
 
 
+#: bytes that text logs are made of (tab..CR, ESC, printable ASCII and every byte of UTF-8 sequences)
+_TEXT_BYTES = bytes([9, 10, 11, 12, 13, 27, *range(32, 256)])
+
+
 def text_probe(stream_head: bytes) -> bool:
-    """Whether the first bytes look like text (a binary file would only give garbage matches)."""
-    if not stream_head:
+    """Whether the first bytes look like text (a binary file would only give garbage matches).
+
+    NUL bytes are left out of the judgement: a log whose start is a run of NULs (a file truncated
+    under a writer that kept its offset, blocks never flushed before a crash) is still a log."""
+    sample = stream_head[:8192].replace(b"\x00", b"")
+    if not sample:
         return True
-    sample = stream_head[:8192]
-    bad = sum(1 for b in sample if b < 9 or 13 < b < 32 and b != 27)
-    return bad / len(sample) < 0.3
+    bad = len(sample.translate(None, _TEXT_BYTES))
+    if bad / len(sample) >= 0.3:
+        return False
+    if sample.isascii():
+        return True
+    text = sample.decode("utf-8", "replace")  # random bytes are mostly invalid UTF-8
+    return text.count("\ufffd") / len(text) < 0.2
 
 
 _ = io  # io is re-exported for type users of BinaryIO wrappers
