@@ -42,6 +42,8 @@ class Ev:
     unc: int | None
     domain: str
     label: Label = Label.CONTEXT
+    #: the residual clock skew bound of its host (already part of ``unc``)
+    skew: int = 0
 
     @property
     def rank(self) -> int | None:
@@ -89,7 +91,7 @@ def make_events(matches: Sequence[Match], rules: dict[str, Rule], clocks: dict[s
             else:
                 span = (hi - lo) if hi is not None and lo is not None else INHERIT_UNC_NS
                 unc = min(span, INHERIT_UNC_NS) + res
-        evs.append(Ev(m, rule, t, lo, hi, unc, dom))
+        evs.append(Ev(m, rule, t, lo, hi, unc, dom, skew=res))
     evs.sort(key=Ev.sort_key)
     return evs
 
@@ -98,6 +100,9 @@ def _is_candidate(ev: Ev, signalled: dict[tuple, list[int]]) -> bool:
     if ev.rule.role is not Role.PRIMARY:
         return False
     if "signal-exit" in ev.rule.tags:
+        # SIGTERM/SIGINT/SIGHUP are how launchers and schedulers stop workers: a consequence
+        if ev.m.capture("exitcode") in ("-15", "-2", "-1"):
+            return False
         pid = ev.m.capture("pid")
         if pid is not None:
             for key in ((ev.m.who.host, pid), (ev.m.who.task, pid), (ev.m.path, pid)):
@@ -255,7 +260,8 @@ def _first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
 def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], rule: Rule, proto: Ev) -> Ev:
     """The root event of a hang: the culprit's own last trace if it printed one, else its last output
     (time) with a peer's timeout line as the evidence of what it never joined."""
-    own = [e for e in evs if e.rank == culprit]
+    own = [e for e in evs if e.rank == culprit and e.rule.role in (Role.PRIMARY, Role.COLLATERAL)
+           and "signal-exit" not in e.rule.tags]
     if own:
         e = own[0]
         return Ev(e.m, rule, e.t, e.lo, e.hi, e.unc, e.domain)
@@ -265,7 +271,8 @@ def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], 
         if s.who.rank == culprit:
             host = host or s.who.host
             local = local if local is not None else s.who.local_rank
-            t = s.last_ns if s.last_ns is not None else s.first_ns
+            # when it stopped making progress; its last output may be the teardown killing it
+            t = s.last_step_ns if s.last_step_ns is not None else (s.last_ns if s.last_ns is not None else s.first_ns)
             if t is not None and (last is None or t > last):
                 last = t
     who = Who(rank=culprit, local_rank=local, host=host)
@@ -318,8 +325,10 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                 if r.t is None and c.t is None and c.m.path != r.m.path:
                     tie.append(c)
                 continue
+            # the true instants lie in [t, t + unc]: c can precede r only if c.t < r.t + r.unc
+            # (widened by c's own clock residual, which can move it either way)
             gap = c.t - r.t
-            if gap <= (r.unc or 0) + (c.unc or 0):
+            if gap <= (r.unc or 0) + c.skew:
                 tie.append(c)
         if tie:
             # lines that point at a rank (a checkpoint exception relaying rank N's error to every
@@ -399,7 +408,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                            f"the other ranks only report {rule_id}")
                 why.extend(f"rank {culprit}: {x}" for x in decided)
                 if root_ev.t is not None:
-                    why.append(f"the time given is rank {culprit}'s last output")
+                    why.append(f"the time given is rank {culprit}'s last progress (or output) before the hang")
                 confidence = min(0.9, 0.35 + 0.12 * best)
                 if len(top) > 1:
                     confidence = min(confidence, 0.45)
@@ -450,7 +459,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         if root_ev.m.line:
             evidence.append(Evidence(root_ev.m.path, root_ev.m.line, root_ev.m.text))
         same = [e for e in evs if e.rank is not None and e.rank == root_rank and e.m is not root_ev.m
-                and e.rule.role is Role.PRIMARY][:3]
+                and e.rule.role is Role.PRIMARY and _is_candidate(e, signalled)][:3]
         evidence.extend(Evidence(e.m.path, e.m.line, e.m.text) for e in same)
         if root_ev.rule.role is Role.PRIMARY and root_ev.rule.explains:
             explained = {e.rule.id for e in evs if e.label is Label.COLLATERAL}

@@ -1,15 +1,35 @@
 """Running ``extract`` over many sources: a local process pool, or Dask.
 
-Owns parallelism only. Each worker process builds the rule engine once (Hyperscan databases are
-compiled per process) and extracts whole sources; results come back as ``Digest`` values (over
-Dask, as Arrow IPC bytes, see ``correlator.digest_io``). No home-made scheduler.
+Owns parallelism only; what a digest contains is ``extract``'s business.
+
+``local`` (the default) runs one task per source on a process pool with one worker per core.
+Workers are forked from the process that already compiled the rule engine, so they inherit it
+(no recompiling; where ``fork`` is unavailable each worker builds it once, from the on-disk
+Hyperscan cache). Sources are submitted largest first so the pool stays busy to the end.
+
+A big plain file (one combined ``srun --label`` stream of the whole job) would leave all but one
+core idle. It is cut at line starts into pieces that the workers *scan* in parallel (the
+multi-pattern pass over the bytes, which is most of the work), while this process runs the
+ordinary serial ``extract`` over the file with a scanner that replays the pieces' candidate lines
+instead of scanning. Everything that depends on order -- line numbers, byte offsets, times
+inherited across a piece edge, the head and tail windows, the per-writer state -- is computed by
+the same serial code as for any other file, so the digest is exactly the serial one (a property
+test checks it). Which lines are candidates does not depend on where a buffer is cut, because
+candidates are confirmed line by line with the rules' own regexes. Pieces are submitted a few at
+a time, so memory stays bounded whatever the file's size.
+
+``dask`` submits the same extract function as tasks to a ``dask.distributed`` cluster (a
+scheduler address, or a LocalCluster) and ships each digest back as Arrow IPC bytes
+(``correlator.digest_io``); each worker process compiles the engine once and keeps it.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +38,14 @@ from correlator.model import Diagnostic, Digest, SourceInfo
 
 ENGINES = ("local", "dask")
 
-_ENGINE: Engine | None = None
-_OPTS: ExtractOptions | None = None
+#: below this many bytes in all, the sources are read in this process (a pool costs more than it saves)
+POOL_MIN_BYTES = 32 << 20
+#: a plain file at least this big (and a big share of the job) is scanned in pieces
+SPLIT_MIN_BYTES = 128 << 20
+#: size of one scanned piece of a split file
+PIECE_BYTES = 32 << 20
+#: pieces of one split file in flight at once (bounds the memory of candidate lists)
+PIECES_AHEAD_PER_WORKER = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +58,34 @@ class EngineSpec:
     opts: ExtractOptions
 
 
+# engines built in this process, by what they were built from (a worker keeps its engine)
+_ENGINES: dict[tuple, Engine] = {}
+# the engine and options the local pool's workers use (set before forking, or by _init)
+_ENGINE: Engine | None = None
+_OPTS: ExtractOptions | None = None
+
+
+def _spec_key(spec: EngineSpec) -> tuple:
+    return (spec.rule_dirs, spec.include_builtin, spec.scanner)
+
+
 def build_engine(spec: EngineSpec) -> Engine:
-    from correlator.ruleset import load_rules
+    """The compiled engine for ``spec``: built once per process, then reused."""
+    key = _spec_key(spec)
+    eng = _ENGINES.get(key)
+    if eng is None:
+        from correlator.ruleset import load_rules
 
-    rules = load_rules([Path(d) for d in spec.rule_dirs], include_builtin=spec.include_builtin)
-    return Engine(rules, spec.scanner)
+        rules = load_rules([Path(d) for d in spec.rule_dirs], include_builtin=spec.include_builtin)
+        eng = _ENGINES[key] = Engine(rules, spec.scanner)
+    return eng
 
 
-def _init(spec: EngineSpec) -> None:
+def _init(spec: EngineSpec | None) -> None:
     global _ENGINE, _OPTS
-    _ENGINE = build_engine(spec)
-    _OPTS = spec.opts
+    if spec is not None:  # spawned worker: nothing inherited
+        _ENGINE = build_engine(spec)
+        _OPTS = spec.opts
 
 
 def _safe_extract(src: SourceInfo, engine: Engine, opts: ExtractOptions) -> Digest:
@@ -61,57 +104,232 @@ def _work(src: SourceInfo) -> Digest:
     return _safe_extract(src, _ENGINE, _OPTS)
 
 
+# --- split files: parallel scan, serial extract ---------------------------------------------------
+
+Candidates = list[tuple[int, tuple[int, ...]]]
+
+
+def _read_at(path: str, start: int, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(size)
+
+
+def _scan_piece(path: str, start: int, end: int) -> tuple[int, int, Candidates]:
+    """Candidate lines of ``path[start:end]`` (``start`` is a line start) as absolute offsets."""
+    assert _ENGINE is not None
+    return _scan_bytes(_ENGINE, _read_at(path, start, end - start), start, end)
+
+
+def _scan_bytes(engine: Engine, data: bytes, start: int, end: int) -> tuple[int, int, Candidates]:
+    lines = engine.scanner.scan(data, len(data))
+    return start, end, sorted((start + s, tuple(sorted(ids))) for s, ids in lines.items())
+
+
+def piece_bounds(path: str, size: int, piece: int = PIECE_BYTES) -> list[tuple[int, int]]:
+    """Cut ``path`` into pieces of about ``piece`` bytes, each starting at a line start."""
+    cuts = [0]
+    pos = piece
+    with open(path, "rb") as f:
+        while pos < size:
+            f.seek(pos)
+            nl = -1
+            probe = pos
+            while nl < 0 and probe < size:  # a line longer than the probe: keep looking
+                block = f.read(1 << 16)
+                if not block:
+                    break
+                i = block.find(b"\n")
+                if i >= 0:
+                    nl = probe + i
+                probe += len(block)
+            if nl < 0 or nl + 1 >= size:
+                break
+            cuts.append(nl + 1)
+            pos = max(nl + 1, cuts[-1]) + piece
+    cuts.append(size)
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+class ReplayScanner:
+    """A scanner that replays candidate lines found earlier (by other processes) instead of scanning.
+
+    ``extract`` calls ``scan`` on consecutive regions of the source; this keeps the cursor and
+    returns the candidates that fall in each region, relative to its start.
+    """
+
+    name = "replay"
+
+    def __init__(self, pieces: Iterator[tuple[int, int, Candidates]]) -> None:
+        self._pieces = pieces
+        self._pending: deque[tuple[int, tuple[int, ...]]] = deque()
+        self._covered = 0  # candidates are known for [0, _covered)
+        self._cursor = 0
+
+    def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
+        lo, hi = self._cursor, self._cursor + end
+        while self._covered < hi:
+            try:
+                start, stop, cands = next(self._pieces)
+            except StopIteration:
+                break
+            if start != self._covered:
+                raise RuntimeError(f"replayed pieces out of order: {start} != {self._covered}")
+            self._pending.extend(cands)
+            self._covered = stop
+        out: dict[int, set[int]] = {}
+        pend = self._pending
+        while pend and pend[0][0] < hi:
+            at, ids = pend.popleft()
+            if at >= lo:
+                out.setdefault(at - lo, set()).update(ids)
+        self._cursor = hi
+        return out
+
+
+class _ReplayEngine:
+    """The parent's engine with its scanner swapped for a replay (rules and facts are shared)."""
+
+    def __init__(self, engine: Engine, scanner: ReplayScanner) -> None:
+        self.ruleset = engine.ruleset
+        self.pattern_rule = engine.pattern_rule
+        self.scanner = scanner
+        self._engine = engine
+
+    def __getattr__(self, name: str) -> object:  # anything else extract may use from an Engine
+        return getattr(self._engine, name)
+
+
+def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[int, int]],
+                     ahead: int) -> Iterator[tuple[int, int, Candidates]]:
+    queue: deque[Future] = deque()
+    it = iter(bounds)
+    for a, b in it:
+        queue.append(pool.submit(_scan_piece, path, a, b))
+        if len(queue) >= ahead:
+            break
+    while queue:
+        res = queue.popleft().result()
+        nxt = next(it, None)
+        if nxt is not None:
+            queue.append(pool.submit(_scan_piece, path, *nxt))
+        yield res
+
+
+def extract_split(src: SourceInfo, engine: Engine, opts: ExtractOptions,
+                  pieces: Iterator[tuple[int, int, Candidates]]) -> Digest:
+    """``extract`` of a plain file whose candidate lines were found piece by piece elsewhere."""
+    return extract(src, _ReplayEngine(engine, ReplayScanner(pieces)), opts)  # type: ignore[arg-type]
+
+
+def _splittable(s: SourceInfo, total: int, n: int) -> bool:
+    if s.kind != "file" or not s.size or s.size < SPLIT_MIN_BYTES or s.stream == "error.json":
+        return False
+    try:
+        with open(s.path, "rb") as f:
+            magic = f.read(6)
+    except OSError:
+        return False
+    from correlator.sources import _sniff
+
+    # worth it when the file is a big share of the job (otherwise whole files keep the cores busy)
+    return _sniff(magic) == "file" and s.size * n >= total
+
+
 def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | None, workers: int | None,
               progress: Callable[[int, int], None] | None = None) -> list[Digest]:
+    global _ENGINE, _OPTS
     n = workers or os.cpu_count() or 1
-    stdin = [s for s in sources if s.kind == "stdin"]
-    files = [s for s in sources if s.kind != "stdin"]
-    total_bytes = sum(s.size or 0 for s in files)
-    out: list[Digest] = []
-    # small jobs: not worth starting processes (each must compile the rules)
-    if n <= 1 or len(files) <= 1 or total_bytes < (64 << 20):
-        eng = engine or build_engine(spec)
+    total_bytes = sum(s.size or 0 for s in sources if s.kind != "stdin")
+    eng = engine or build_engine(spec)
+    out: dict[int, Digest] = {}
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, len(sources))
+
+    files = [i for i, s in enumerate(sources) if s.kind != "stdin"]
+    if n <= 1 or total_bytes < POOL_MIN_BYTES or not files:
         for i, s in enumerate(sources):
-            out.append(_safe_extract(s, eng, spec.opts))
-            if progress:
-                progress(i + 1, len(sources))
-        return out
-    if stdin:
-        eng = engine or build_engine(spec)
-        out.extend(_safe_extract(s, eng, spec.opts) for s in stdin)
-    # largest first: the pool stays busy to the end
-    order = sorted(files, key=lambda s: -(s.size or 0))
-    with ProcessPoolExecutor(max_workers=min(n, len(order)), initializer=_init, initargs=(spec,)) as pool:
-        for i, d in enumerate(pool.map(_work, order, chunksize=1)):
-            out.append(d)
-            if progress:
-                progress(i + 1, len(order))
-    rank = {s.path: i for i, s in enumerate(sources)}
-    out.sort(key=lambda d: rank.get(d.source.path, 0))
-    return out
+            out[i] = _safe_extract(s, eng, spec.opts)
+            tick()
+        return [out[i] for i in range(len(sources))]
+
+    split = [i for i in files if _splittable(sources[i], total_bytes, n)]
+    whole = sorted((i for i in files if i not in set(split)), key=lambda i: -(sources[i].size or 0))
+    try:
+        ctx = multiprocessing.get_context("fork")
+        _ENGINE, _OPTS = eng, spec.opts  # inherited by the forked workers
+        init_arg: EngineSpec | None = None
+    except ValueError:  # no fork on this platform: each worker builds the engine once
+        ctx = multiprocessing.get_context("spawn")
+        init_arg = spec
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init, initargs=(init_arg,)) as pool:
+        futures = {pool.submit(_work, sources[i]): i for i in whole}
+        for i in split:  # this process extracts, the workers scan
+            s = sources[i]
+            try:
+                bounds = piece_bounds(s.path, s.size or 0)
+                pieces = _pieces_in_order(pool, s.path, bounds, max(2, n * PIECES_AHEAD_PER_WORKER))
+                out[i] = extract_split(s, eng, spec.opts, pieces)
+            except Exception:  # noqa: BLE001 - whatever went wrong with the pieces, read it whole
+                out[i] = _safe_extract(s, eng, spec.opts)
+            tick()
+        for fut, i in futures.items():
+            out[i] = fut.result()
+            tick()
+        for i, s in enumerate(sources):
+            if s.kind == "stdin":
+                out[i] = _safe_extract(s, eng, spec.opts)
+                tick()
+    return [out[i] for i in range(len(sources))]
 
 
-def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | None) -> list[Digest]:
-    from correlator.digest_io import digest_from_arrow, digest_to_arrow
+# --- dask ------------------------------------------------------------------------------------------
+
+def _dask_task(src: SourceInfo, spec: EngineSpec) -> bytes:
+    """One source on a Dask worker: the worker process keeps its compiled engine between tasks."""
+    from correlator.digest_io import digest_to_arrow
+
+    return digest_to_arrow(_safe_extract(src, build_engine(spec), spec.opts))
+
+
+def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | None,
+             progress: Callable[[int, int], None] | None = None, n_workers: int | None = None) -> list[Digest]:
+    from correlator.digest_io import digest_from_arrow
 
     try:
-        from dask.distributed import Client, LocalCluster
+        from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as e:
         raise RuntimeError("--engine dask needs the optional extra: pip install 'correlate[dask]'") from e
 
-    def task(src: SourceInfo, spec: EngineSpec) -> bytes:
-        return digest_to_arrow(_safe_extract(src, build_engine(spec), spec.opts))
-
+    local = [s for s in sources if s.kind == "stdin"]  # stdin is only readable here
+    remote = [s for s in sources if s.kind != "stdin"]
     cluster = None
     if scheduler:
         client = Client(scheduler)
     else:
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=n_workers or min(os.cpu_count() or 1, 4), threads_per_worker=1,
+                               processes=True, dashboard_address=None)
         client = Client(cluster)
     try:
-        futures = client.map(task, list(sources), spec=spec, pure=False)
-        return [digest_from_arrow(b) for b in client.gather(futures)]
+        futures = client.map(_dask_task, remote, spec=spec, pure=False)
+        order = {f.key: i for i, f in enumerate(futures)}
+        got: dict[int, Digest] = {}
+        for k, fut in enumerate(as_completed(futures), start=1):
+            got[order[fut.key]] = digest_from_arrow(fut.result())
+            if progress:
+                progress(k, len(sources))
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+    by_path = {id(s): d for s, d in zip(remote, (got[i] for i in range(len(remote))))}
+    eng = build_engine(spec) if local else None
+    out = []
+    for s in sources:
+        out.append(by_path[id(s)] if s.kind != "stdin" else _safe_extract(s, eng, spec.opts))  # type: ignore[arg-type]
+    return out

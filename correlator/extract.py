@@ -169,8 +169,6 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
     if origin is not None:
         host = host or origin[0]
         pid = pid or origin[1]
-    if host is None and src.file_node is not None:
-        host = src.file_node
     task = prefix.task
     if task is None and caps.get("tasks", "").isdigit():
         task = int(caps["tasks"])  # srun's "task 2: Out Of Memory": the line is about that task
@@ -502,6 +500,10 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
         w = writers.get(key)
         if w is None:
             w = writers[key] = _Writer(who=_who(state.src, prefix, {}, ""))
+        if w.who.host is None and b" NCCL " in raw:
+            origin = nccl_origin(msg)
+            if origin is not None:
+                w.who = Who(w.who.rank, w.who.local_rank, w.who.task, origin[0], origin[1])
         if head:
             if key in seen_first:
                 if b"step" not in raw and b"iter" not in raw and b"Step" not in raw:

@@ -22,6 +22,8 @@ class IdentityMap:
     by_node_local: dict[tuple[str, int], int] = field(default_factory=dict)
     host_of_rank: dict[int, str] = field(default_factory=dict)
     host_of_task: dict[tuple[str, int], str] = field(default_factory=dict)
+    #: torchelastic node-N folders -> the host their files' NCCL lines name
+    host_of_node: dict[str, str] = field(default_factory=dict)
     local_of_rank: dict[int, int] = field(default_factory=dict)
     #: sources whose srun task prefix is a node (torchrun under srun), not a rank
     task_is_node: set[str] = field(default_factory=set)
@@ -63,19 +65,26 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
             if task is not None and w.local_rank is not None:
                 imap.by_task_local.setdefault((_group_key(d.source.path), task, w.local_rank), w.rank)
             if w.host and w.pid is not None:
-                imap.by_host_pid.setdefault((w.host, w.pid), w.rank)
+                imap.by_host_pid.setdefault((short_host(w.host), w.pid), w.rank)
             if w.host:
-                imap.host_of_rank.setdefault(w.rank, w.host)
+                imap.host_of_rank.setdefault(w.rank, short_host(w.host))
                 if task is not None:
-                    imap.host_of_task.setdefault((_group_key(d.source.path), task), w.host)
+                    imap.host_of_task.setdefault((_group_key(d.source.path), task), short_host(w.host))
             if w.local_rank is not None:
                 imap.local_of_rank.setdefault(w.rank, w.local_rank)
             if d.source.file_node and w.local_rank is not None:
                 imap.by_node_local.setdefault((d.source.file_node, w.local_rank), w.rank)
+        for s in d.streams:
+            if s.who.rank is not None and s.who.host:
+                imap.host_of_rank.setdefault(s.who.rank, short_host(s.who.host))
+            if d.source.file_node and s.who.host:
+                imap.host_of_node.setdefault(d.source.file_node, short_host(s.who.host))
         for m in d.matches:
             w = m.who
             if w.rank is not None and w.host:
-                imap.host_of_rank.setdefault(w.rank, w.host)
+                imap.host_of_rank.setdefault(w.rank, short_host(w.host))
+            elif w.task is not None and w.host and not has_local and not agent:
+                imap.host_of_rank.setdefault(w.task, short_host(w.host))  # plain srun: the task is the rank
             if w.rank is not None and w.task is not None and w.local_rank is not None:
                 imap.by_task_local.setdefault((_group_key(d.source.path), w.task, w.local_rank), w.rank)
             if w.rank is not None and w.local_rank is not None:
@@ -96,7 +105,7 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
 def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> tuple[Who, bool]:
     """The fullest identity for ``who``; the flag says a rank had to be inferred arithmetically."""
     g = _group_key(path)
-    rank, local, host, task = who.rank, who.local_rank, who.host, who.task
+    rank, local, host, task = who.rank, who.local_rank, short_host(who.host), who.task
     inferred = False
     if rank is None and task is not None and local is not None:
         rank = imap.by_task_local.get((g, task, local))
@@ -116,6 +125,9 @@ def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> 
             local = imap.local_of_rank.get(rank)
     if host is None and task is not None:
         host = imap.host_of_task.get((g, task))
+    if host is None and node is not None:
+        # a node-N folder of a torchelastic log dir: the host its files name, or the folder itself
+        host = imap.host_of_node.get(node, node)
     return Who(rank, local, task, host, who.pid), inferred
 
 
@@ -132,6 +144,10 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
 
     def fill(who: Who, d: Digest) -> Who:
         nonlocal inferred_any
+        if who.host is None and who.task is None and who.local_rank in (None, d.source.file_local_rank):
+            hosts = {s.who.host for s in d.streams if s.who.host}
+            if len(hosts) == 1:  # a one-writer file (a rank's own log) whose NCCL lines name its host
+                who = replace(who, host=hosts.pop())
         w, inferred = resolve(who, d.source.path, imap, d.source.file_node)
         if w.rank is None and d.source.file_local_rank is not None and w.task is None:
             lr = w.local_rank if w.local_rank is not None else d.source.file_local_rank
@@ -155,6 +171,17 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
             f"some global ranks were inferred as node x {imap.procs_per_node} + local rank "
             "(the logs state no mapping: no [rankN] prefix, NCCL init line, rendezvous result or failure table)")
     return matches, streams, imap
+
+
+def short_host(host: str | None) -> str | None:
+    """``gpu-b03.hpc.internal`` -> ``gpu-b03``: one name per node whichever form a line used (IP
+    addresses stay whole)."""
+    if not host or "." not in host:
+        return host
+    first = host.split(".", 1)[0]
+    if first.isdigit():
+        return host
+    return first
 
 
 def _natural(name: str) -> list:

@@ -37,7 +37,7 @@ MAX_FILES = 200_000
 _RANK_WORD = re.compile(r"(?:^|[^a-z])(?:rank|proc|task|worker)[-_.]?(\d{1,6})(?!\d)", re.I)
 _SLURM_JOB = re.compile(r"slurm-(\d+)(?:[_.](\d{1,6}))?\.(?:out|err|log)", re.I)
 _ATTEMPT = re.compile(r"^attempt_(\d+)$")
-_NODE_DIR = re.compile(r"^(?:node|host)[-_]?([\w.-]+)$", re.I)
+_NODE_DIR = re.compile(r"^(?:node|host|nid)[-_]?(\d{1,6})$", re.I)
 _LAST_NUMBER = re.compile(r"(\d{1,6})(?=(?:\.[A-Za-z]{1,5}){0,2}$)")
 
 

@@ -14,6 +14,15 @@ _W = 14  # width of the left label column
 _WIDTH = 100
 
 
+_HANG = {
+    "missing-from-collective": "the rank missing from the collective every other rank timed out in",
+    "nccl-work-counters": "NCCL work counters (it never enqueued the collective the others wait in)",
+    "progress-stopped": "its training progress stopped before the others'",
+    "output-stopped": "its output stopped long before the others'",
+    "dump-pointer": "the flight recorder's dump-signal pointer",
+}
+
+
 def _c(text: str, code: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color else text
 
@@ -56,9 +65,13 @@ def render(report: Report, color: bool = False) -> str:
         if bits:
             who += f" ({', '.join(bits)})"
         head = f"{who} at {_time(rc.time)}   confidence {rc.confidence:.2f}"
-        body = [head, f"{rc.rule} — {rc.title}"]
-        if rc.decided_by not in ("primary",):
-            body.append(f"decided by: {rc.decided_by}")
+        if rc.decided_by in _HANG:
+            body = [head, f"hang culprit: it logged no error; the other ranks report {rc.rule}",
+                    f"decided by: {_HANG[rc.decided_by]}"]
+        else:
+            body = [head, f"{rc.rule} — {rc.title}"]
+            if rc.decided_by != "primary":
+                body.append(f"decided by: {rc.decided_by}")
         for ev in rc.evidence[:3]:
             body.append(f"{ev.path}:{ev.line}  {ev.text[:160]}")
         if rc.tie:
