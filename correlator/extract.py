@@ -35,6 +35,8 @@ TAIL_BYTES = 2 << 20
 MAX_LINE_BYTES = 1 << 20
 #: matches kept per (rule, writer) in one source: the first ones and the last ones
 KEEP_FIRST, KEEP_LAST = 40, 10
+#: lines of one source on which a rule's pattern may hit the time limit before the rule is dropped there
+MAX_TIMEOUTS = 3
 #: how many lines around a candidate are searched for a stamp or for context
 LOOK_LINES = 400
 CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
@@ -116,7 +118,11 @@ class _State:
         self.diags: list[Diagnostic] = []
         self.last_stamp: dict[tuple, int] = {}
         self.lines_capped = 0
-        self.timeouts: set[str] = set()
+        #: rule id -> [lines on which its pattern hit the time limit, first such line]
+        self.timeouts: dict[str, list[int]] = {}
+        self.nul_bytes = 0
+        self.first_nul: int | None = None
+        self.bad_utf8_at: int | None = None
         self.hosts: dict[tuple, str] = {}
         self.pids: dict[tuple, int] = {}
         self.tz_assumed = False
@@ -421,6 +427,8 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         after_ctx: list[str] | None = None
         for ri in rule_idx:
             rule = rs.rules[ri]
+            if state.timeouts.get(rule.id, (0,))[0] >= MAX_TIMEOUTS:
+                continue  # abandoned for the rest of this source
             ctx: list[str] = []
             if rule.match.scope is Scope.EVENT:
                 if event_ctx is None:
@@ -437,13 +445,8 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                 try:
                     caps = rs.confirm(ri, frame, ctx)
                 except PatternTimeout as e:
-                    if e.rule_id not in state.timeouts:
-                        state.timeouts.add(e.rule_id)
-                        state.diags.append(Diagnostic(
-                            "warning", state.src.path,
-                            f"rule {e.rule_id}: pattern took longer than the time limit on line {line_no} "
-                            f"and was abandoned there (a catastrophic pattern? check it with 'correlate rules check')"))
-                    continue
+                    state.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
+                    break
                 if caps is not None:
                     found.append((rule, caps, frame))
                     break
@@ -584,6 +587,7 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
     head_done = False
     offset = 0  # source offset of the first byte not yet in a processed region
     carry = b""
+    in_long = False  # inside a line longer than the carry limit (processed in pieces)
     try:
         with stream:
             chunks = _read(stream, opts.chunk_bytes, src, state)
@@ -603,7 +607,8 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                     if not text_probe(chunk[:8192]):
                         state.diags.append(Diagnostic("warning", src.path,
                                                       "looks binary, not a text log: skipped (pass a text log)"))
-                        skipped += len(chunk) + sum(len(c) for c in chunks)
+                        rest = (src.size or 0) - len(chunk) if src.kind == "file" else 0
+                        skipped += len(chunk) + max(0, rest)  # not read: a device never ends
                         total = skipped
                         break
                 data = carry + chunk
@@ -613,8 +618,11 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                         carry = data
                         continue
                     cut = len(data)  # a line longer than any sane one: process what we have
-                    state.lines_capped += 1
+                    if not in_long:
+                        state.lines_capped += 1
+                    in_long = True
                 else:
+                    in_long = False
                     # hold the last lines back for the next round, so every candidate line has
                     # the lines after it (event context, the next stamped line) at hand
                     hold = cut - 1
@@ -626,17 +634,21 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                     if hold > 0 and hold + 1 < cut and hold > len(data) // 2:
                         cut = hold + 1
                 region, carry = data[:cut], data[cut:]
+                _hygiene(state, region, offset)
                 keep_line, keep, tail, head_done = _process_region(
                     state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
                 lines_total += region.count(b"\n")
                 offset += len(region)
             if carry:
+                _hygiene(state, carry, offset)
                 region = carry if carry.endswith(b"\n") else carry + b"\n"
                 keep_line, keep, tail, head_done = _process_region(
                     state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
                 lines_total += region.count(b"\n")
                 offset += len(carry)
                 carry = b""
+            elif in_long:
+                lines_total += 1  # the over-long last line had no newline and was processed in pieces
     except (EOFError, OSError, ValueError) as e:
         what = {"gzip": "gzip", "zstd": "zstd", "bz2": "bz2", "xz": "xz"}.get(kind, "")
         reason = str(e) or type(e).__name__
@@ -648,6 +660,23 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
             keep_line, keep, tail, head_done = _process_region(
                 state, carry + b"\n", keep, keep_line, offset, tail, writers, anchors, head_done)
             offset += len(carry)
+    if total == 0 and not any(d.level == "error" for d in state.diags):
+        state.diags.append(Diagnostic("info", src.path, "empty: nothing to read"))
+    for rule_id, (n, first_line) in sorted(state.timeouts.items()):
+        dropped = f"; after {MAX_TIMEOUTS} such lines the rule was not tried again in this source" if n >= MAX_TIMEOUTS else ""
+        state.diags.append(Diagnostic(
+            "warning", src.path,
+            f"rule {rule_id}: its pattern ran longer than the time limit on {n} line(s) (first: line {first_line}) "
+            f"and was abandoned there{dropped} (a catastrophic pattern? check it with 'correlate rules check')"))
+    if state.nul_bytes:
+        state.diags.append(Diagnostic(
+            "warning", src.path,
+            f"{state.nul_bytes} NUL byte(s) (first at byte {state.first_nul}) removed from the text: runs of NULs are "
+            f"what a file system leaves where a writer's blocks never reached the disk (a node that died, a file "
+            f"truncated under its writer)"))
+    if state.bad_utf8_at is not None:
+        state.diags.append(Diagnostic("info", src.path, f"invalid UTF-8 (first at byte {state.bad_utf8_at}): "
+                                                        f"such bytes are shown as U+FFFD"))
     if not head_done:
         _flush_head(state, writers, anchors)
     if tail:
@@ -677,11 +706,47 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
 
 
 def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
+    """Buffers of up to ``size`` bytes. Reads in ``read1`` steps where the stream has them, so that
+    when a read fails (a truncated compressed stream, EIO, a file that lost permission) every byte
+    decoded before the failure is handed over first; then the error is raised."""
+    read1 = getattr(stream, "read1", None)
     while True:
-        buf = stream.read(size)
-        if not buf:
+        if read1 is None:
+            buf = stream.read(size)
+            if not buf:
+                return
+            yield buf
+            continue
+        parts: list[bytes] = []
+        got = 0
+        try:
+            while got < size:
+                piece = read1(size - got)
+                if not piece:
+                    break
+                parts.append(piece)
+                got += len(piece)
+        except (EOFError, OSError, ValueError):
+            if parts:
+                yield b"".join(parts)
+            raise
+        if not parts:
             return
-        yield buf
+        yield parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _hygiene(state: _State, region: bytes, offset: int) -> None:
+    """Count what the text cleaning will hide: NUL bytes and invalid UTF-8 (C-speed checks)."""
+    if b"\x00" in region:
+        if state.first_nul is None:
+            state.first_nul = offset + region.find(b"\x00")
+        state.nul_bytes += region.count(b"\x00")
+    if state.bad_utf8_at is None and not region.isascii():
+        try:
+            region.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if e.reason != "unexpected end of data":  # a piece of an over-long line may end mid-character
+                state.bad_utf8_at = offset + e.start
 
 
 _FULL_DATE = re.compile(rb"(?:19|20)\d\d-[01]\d-[0-3]\d[T _][0-2]\d:[0-5]\d:[0-6]\d")
