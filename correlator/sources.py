@@ -242,18 +242,20 @@ def read_chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
 
 #: bytes that text logs are made of (tab..CR, ESC, printable ASCII and every byte of UTF-8 sequences)
 _TEXT_BYTES = bytes([9, 10, 11, 12, 13, 27, *range(32, 256)])
+_NUL_RUN = re.compile(rb"\x00{8,}")
 
 
 def text_probe(stream_head: bytes) -> bool:
     """Whether the first bytes look like text (a binary file would only give garbage matches).
 
-    NUL bytes are left out of the judgement: a log whose start is a run of NULs (a file truncated
-    under a writer that kept its offset, blocks never flushed before a crash) is still a log."""
-    sample = stream_head[:8192].replace(b"\x00", b"")
+    Runs of NULs are left out of the judgement: a log with a hole (a file truncated under a writer
+    that kept its offset, blocks never flushed before a crash) is still a log. Text logs have next
+    to no other control bytes; binary formats have many, and random bytes are mostly invalid UTF-8."""
+    sample = _NUL_RUN.sub(b"", stream_head[:8192])
     if not sample:
         return True
     bad = len(sample.translate(None, _TEXT_BYTES))
-    if bad / len(sample) >= 0.3:
+    if bad / len(sample) >= 0.05:
         return False
     if sample.isascii():
         return True
