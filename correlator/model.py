@@ -405,6 +405,11 @@ class Stats:
     matches: int = 0
     engine: str = "local"
     scanner: str = ""
+    #: inputs passed over without being read (missing, not a log, not a regular file, unreadable)
+    sources_skipped: int = 0
+    #: why inputs, bytes or lines were passed over or altered, by reason (``binary``, ``empty``,
+    #: ``truncated``, ``not-a-log``, ``nul-bytes``, ...): ``{"sources": n, "bytes": b, "lines": l}``
+    skipped: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
