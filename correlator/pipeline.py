@@ -199,12 +199,79 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         seconds=round(time.perf_counter() - started, 3), bytes_skipped=sum(d.bytes_skipped for d in digests),
         lines_capped=sum(d.lines_capped for d in digests),
         sources_unreadable=sum(1 for d in digests if any(x.level == "error" for x in d.diagnostics)),
-        matches=len(matches), engine=engine_name, scanner=scanner)
+        matches=len(matches), engine=engine_name, scanner=scanner,
+        sources_skipped=len({d.path for d in diags if _reason(d.message) in _NOT_READ}),
+        skipped=_skip_accounting(diags, digests))
     return Report(
         verdict=out.verdict, root_cause=out.root, collateral=tuple(items), groups=tuple(groups),
         timeline=tuple(tl), ranks=tuple(rows), clocks=tuple(attribution.clock_rows(est)),
         diagnostics=tuple(_dedupe(all_diags)), stats=stats, chain=tuple(chain), job=job,
         attempts=tuple(attempt_rows))
+
+
+#: diagnostic message start -> reason in ``Stats.skipped`` (the messages of ``sources`` and ``extract``)
+_REASONS: tuple[tuple[str, str], ...] = (
+    ("no such file or folder", "missing"), ("broken symbolic link", "missing"), ("cannot read", "unreadable"),
+    ("cannot open", "unreadable"), ("not a log", "not-a-log"), ("not a regular file", "not-a-regular-file"),
+    ("no file matches", "pattern-matched-nothing"), ("folder matched by a pattern", "folder-by-pattern"),
+    ("symlink loop", "symlink-loop"), ("more than", "too-many-files"), ("looks binary", "binary"),
+    ("empty: nothing to read", "empty"), ("truncated or corrupt", "truncated"), ("read error", "read-error"),
+    ("internal error while reading", "internal-error"), ("out of memory while reading", "out-of-memory"),
+)
+_NOT_READ = frozenset({"missing", "unreadable", "not-a-log", "not-a-regular-file"})
+
+
+def _reason(message: str) -> str | None:
+    for start, reason in _REASONS:
+        if message.startswith(start):
+            return reason
+    if " NUL byte(s) " in message:
+        return "nul-bytes"
+    if message.startswith("invalid UTF-8"):
+        return "invalid-utf8"
+    if " line(s) longer than " in message:
+        return "long-lines-cut"
+    return None
+
+
+def _skip_accounting(discovered: Sequence[Diagnostic], digests: Sequence[Digest]) -> dict[str, dict[str, int]]:
+    """reason -> {"sources": n, "bytes": b, "lines": l}: what was passed over or altered, and why."""
+    import os
+
+    out: dict[str, dict[str, int]] = {}
+
+    def add(reason: str, sources: int = 1, nbytes: int = 0, lines: int = 0) -> None:
+        row = out.setdefault(reason, {"sources": 0, "bytes": 0, "lines": 0})
+        row["sources"] += sources
+        row["bytes"] += nbytes
+        row["lines"] += lines
+
+    for d in discovered:
+        reason = _reason(d.message)
+        if reason is None:
+            continue
+        size = 0
+        if reason in ("not-a-log", "not-a-regular-file") and d.path:
+            try:
+                size = os.path.getsize(d.path) if reason == "not-a-log" else 0
+            except OSError:
+                size = 0
+        add(reason, nbytes=size)
+    for dg in digests:
+        for d in dg.diagnostics:
+            reason = _reason(d.message)
+            if reason is None:
+                continue
+            if reason == "binary":
+                add(reason, nbytes=dg.bytes_skipped)
+            elif reason == "nul-bytes":
+                n = d.message.split(" ", 1)[0]
+                add(reason, nbytes=int(n) if n.isdigit() else 0)
+            elif reason == "long-lines-cut":
+                add(reason, lines=dg.lines_capped)
+            else:
+                add(reason)
+    return out
 
 
 def _dedupe(diags: Sequence[Diagnostic]) -> list[Diagnostic]:
