@@ -188,9 +188,12 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
         except OSError as e:
             diags.append(Diagnostic("error", path, f"cannot read: {e.strerror or e}"))
             continue
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):  # /dev/zero never ends, even when named
+            diags.append(Diagnostic("warning", path, "not a regular file (a device): skipped; pipe it in with - if meant"))
+            continue
         if path in unnamed and not stat.S_ISREG(st.st_mode):
-            # a FIFO would block the run until someone writes to it; a device never ends
-            what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
+            # a FIFO would block the run until someone writes to it (named ones are read: <(...) is one)
+            what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket"
             diags.append(Diagnostic("warning", path, f"not a regular file ({what}): skipped; pass it by name to read it"))
             continue
         size = st.st_size
