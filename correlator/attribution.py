@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 
 from correlator.clocks import ClockEstimate
@@ -283,7 +283,7 @@ def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], 
 
 def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: dict[str, Rule],
               clocks: dict[str, ClockEstimate], known_ranks: set[int], *, skew_note: str = "",
-              clocks_used: bool = False) -> Outcome:
+              single_node: bool = False) -> Outcome:
     evs = make_events(matches, rules, clocks)
     signalled = _signalled(evs)
     cands = [e for e in evs if _is_candidate(e, signalled)]
@@ -308,6 +308,20 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         root_ev = ordered[0]
         if first_job is not None and first_job.t is not None and root_ev.t is not None and first_job.t < root_ev.t - (root_ev.unc or 0):
             root_ev = None
+    if root_ev is not None and root_ev.rank is None and single_node and "signal-exit" in root_ev.rule.tags \
+            and root_ev.m.who.local_rank is None and root_ev.m.capture("pid") is None:
+        # a launcher that reports a dead worker without naming it (DeepSpeed's sigkill_handler) but
+        # lists every worker it has as it kills them: with one worker listed, it was local rank 0
+        listed = {e.m.capture("pid") for e in evs if "signal-sent" in e.rule.tags and e.m.path == root_ev.m.path
+                  and e.t is not None and root_ev.t is not None and abs(e.t - root_ev.t) <= 5 * NS}
+        if len(listed) == 1:
+            m = replace(root_ev.m, who=replace(root_ev.m.who, rank=0, local_rank=0))
+            for i, e in enumerate(evs):
+                if e.m is root_ev.m:
+                    evs[i] = Ev(m, e.rule, e.t, e.lo, e.hi, e.unc, e.domain, skew=e.skew)
+            root_ev = Ev(m, root_ev.rule, root_ev.t, root_ev.lo, root_ev.hi, root_ev.unc, root_ev.domain,
+                         skew=root_ev.skew)
+            why.append("its launcher listed a single worker process: local rank 0 of a one-node job")
     if root_ev is not None and root_ev.rank is None:
         # a node-level line (slurmstepd's oom_kill notice) and a line naming the rank (srun's
         # "task 2: Out Of Memory") tell of one event: name the rank unless the node line is clearly first
@@ -512,8 +526,11 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
             first_after_s=round((first - root_t) / NS, 3) if first is not None and root_t is not None else None,
             last_after_s=round((last - root_t) / NS, 3) if last is not None and root_t is not None else None,
             title=es[0].rule.title))
-        if not ranks and hosts:
-            groups[-1] = Group(**{**groups[-1].__dict__}) if hasattr(groups[-1], "__dict__") else groups[-1]
+    seq_of: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for e in out.events:
+        sq = e.m.capture("seq")
+        if sq:
+            seq_of[(e.rule.id, e.label.value)].add(sq)
     order = {"root": 0, "independent": 1, "collateral": 2, "teardown": 3, "job": 4, "context": 5}
     groups.sort(key=lambda g: (order.get(g.label, 9), g.first or "~", g.rule))
     chain: list[ChainLink] = []
@@ -526,7 +543,10 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
         for g in gs[:4]:
             n_ranks = len(_expand(g.ranks))
             subject = f"{n_ranks} rank{'s' if n_ranks != 1 else ''}" if n_ranks else f"{g.count} line{'s' if g.count != 1 else ''}"
-            chain.append(ChainLink(stage, g.rule, g.ranks, g.count, f"{subject} {g.rule} ({_fmt_delay(g.first_after_s)})"))
+            seqs = seq_of.get((g.rule, g.label), set())
+            on = f" on SeqNum {next(iter(seqs))}" if len(seqs) == 1 else ""
+            chain.append(ChainLink(stage, g.rule, g.ranks, g.count,
+                                   f"{subject} {g.rule}{on} ({_fmt_delay(g.first_after_s)})"))
     return groups, chain, items
 
 
@@ -543,11 +563,14 @@ def timeline(out: Outcome) -> list[TimelineEvent]:
         keep = [e for e in evs if e.label in (Label.ROOT, Label.INDEPENDENT, Label.JOB)]
         rest = [e for e in evs if e.label not in (Label.ROOT, Label.INDEPENDENT, Label.JOB)]
         evs = sorted(keep + rest[: TIMELINE_CAP - len(keep)], key=Ev.sort_key)
+    root_id = next((i for i, e in enumerate(evs) if e.label is Label.ROOT), None)
     return [TimelineEvent(
         time=iso(e.t), rank=e.rank, host=e.m.who.host, rule=e.rule.id, role=str(e.rule.role), path=e.m.path,
         line=e.m.line, text=e.m.text, label=e.label.value, time_kind=str(e.m.time_kind),
         after_root_s=round((e.t - root_t) / NS, 3) if e.t is not None and root_t is not None else None,
-        local_rank=e.m.who.local_rank, attempt=e.m.attempt) for e in evs]
+        local_rank=e.m.who.local_rank, attempt=e.m.attempt, id=i,
+        caused_by=root_id if e.label in (Label.COLLATERAL, Label.TEARDOWN) and i != root_id else None)
+        for i, e in enumerate(evs)]
 
 
 def rank_rows(out: Outcome, streams: Sequence[StreamFacts], known: set[int],

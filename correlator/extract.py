@@ -49,7 +49,7 @@ _PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?
 _TABLE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
 _TABLE_EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)")
-_NCCL_COMM = re.compile(r"NCCL INFO comm 0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)")
+_NCCL_COMM = re.compile(r"NCCL INFO (?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)")
 _RDZV_GROUP = re.compile(r"group_rank=(\d+)")
 _RDZV_GLOBAL = re.compile(r"global_ranks=\[([\d, ]*)\]")
 _RDZV_LOCAL = re.compile(r"local_ranks=\[([\d, ]*)\]")
@@ -57,7 +57,8 @@ _RDZV_LOCAL = re.compile(r"local_ranks=\[([\d, ]*)\]")
 # built-in fact patterns, scanned with the rules (ids after the rules' own)
 _FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("table", r"rank\s*:\s*-?\d+\s*\(local_rank:\s*\d+\)", ("(local_rank:",)),
-    ("nccl-comm", r"NCCL INFO comm 0x[0-9a-fA-F]+ rank \d+ n[Rr]anks \d+", ("NCCL INFO comm 0x",)),
+    ("nccl-comm", r"NCCL INFO (?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank \d+ n[Rr]anks \d+",
+     ("NCCL INFO comm 0x", "NCCL INFO ncclCommInitRank")),
     ("rendezvous", r"global_ranks=\[", ("global_ranks=[",)),
 )
 
@@ -488,6 +489,8 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
 def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tuple, _Writer],
                   anchors: dict[tuple, Anchor], head: bool) -> None:
     """Per-writer first/last stamps, last progress and step anchors from a head or tail window."""
+    if _window_facts_fast(state, data, base_offset, writers, anchors, head):
+        return
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
@@ -538,6 +541,238 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
         if akey not in anchors:
             anchors[akey] = Anchor("step", str(step), w.who, p.time_ns, state.src.path)
 
+
+# --- the window facts without a Python step per line (one writer, Hyperscan) ----------------------
+#
+# The loop above decodes and parses every line of the head and tail windows: 3 MiB per source,
+# and for a job of many small files, every line twice. When no line of the window can carry a
+# launcher prefix (one writer: the usual one-file-per-rank case) the same facts follow from far
+# fewer lines: the first stamped line, the last non-blank and the last stamped line, and the
+# lines holding a progress marker, found by Hyperscan; only those are decoded and parsed, with
+# the same functions. Windows with prefixes, ANSI codes or without Hyperscan take the loop above.
+
+#: a line start that may hold a launcher prefix: a superset of what ``split_prefix`` recognises
+#: (Unicode spaces and digits included), so that only prefix-free windows take the fast path
+_MAYBE_PREFIX = re.compile(
+    rb"\n(?:[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9\x80-\xff]{1,24}: |\[[A-Za-z_]+[0-9\x80-\xff]|\[[0-9\x80-\xff]+,)")
+_BLANK_LINE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n|\Z)")
+#: lines read one by one from either end before the stamp hints are used to skip ahead
+_FAST_PROBE_LINES = 32
+
+
+def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: dict[tuple, _Writer],
+                       anchors: dict[tuple, Anchor], head: bool) -> bool:
+    """``_window_facts`` for a window whose lines mostly carry no launcher prefix; False if the
+    window is not like that (the caller then runs the line-by-line loop)."""
+    if getattr(state.engine.scanner, "name", "") != "hyperscan" or not data or b"\x1b" in data:
+        return False
+    from correlator.scan import window_finder
+
+    finder = window_finder()
+    if finder is None:
+        return False
+    marks = [m.start() + 1 for m in _MAYBE_PREFIX.finditer(data)]
+    if _MAYBE_PREFIX.match(b"\n" + data[:1 << 16]):
+        marks.insert(0, 0)
+    if len(marks) > _FAST_MAX_PREFIXED:
+        return False
+    n = len(data)
+    plain = NO_PREFIX.key
+
+    def span(s: int) -> tuple[int, int]:
+        e = data.find(b"\n", s)
+        return s, (n if e < 0 else e)
+
+    # the few lines of prefixed writers, exactly parsed; every other line is the plain writer's
+    other: dict[tuple, list[int]] = {}
+    who_of: dict[tuple, Prefix] = {}
+    excluded: set[int] = set()
+    for s in marks:
+        s, e = span(s)
+        raw = data[s:e]
+        if not raw.strip():
+            continue
+        prefix, _msg = _parse_line(raw)
+        if prefix.key == plain:
+            continue
+        excluded.add(s)
+        other.setdefault(prefix.key, []).append(s)
+        who_of.setdefault(prefix.key, prefix)
+
+    cache: dict[int, Parsed | None] = {}
+
+    def stamp(s: int) -> Parsed | None:
+        if s not in cache:
+            a, b = span(s)
+            cache[s] = _stamp_of(state, _parse_line(data[a:b])[1])
+        return cache[s]
+
+    def nonblank(s: int) -> bool:
+        a, b = span(s)
+        return bool(data[a:b].strip())
+
+    def plain_lines_forward(start: int = 0) -> Iterator[int]:
+        s = start
+        while s < n:
+            s, e = span(s)
+            if s not in excluded and data[s:e].strip():
+                yield s
+            s = e + 1
+
+    def plain_lines_backward() -> Iterator[int]:
+        e = n - 1 if data.endswith(b"\n") else n
+        while e >= 0:
+            s = data.rfind(b"\n", 0, e) + 1
+            if s not in excluded and data[s:e].strip():
+                yield s
+            e = s - 1
+
+    def plain_first_stamp() -> int | None:
+        probed, pos = 0, n
+        for s in plain_lines_forward():
+            if stamp(s) is not None:
+                return s
+            probed += 1
+            if probed >= _FAST_PROBE_LINES:
+                pos = span(s)[1] + 1
+                break
+        while pos < n:  # then only lines with a stamp hint can have a stamp
+            h = finder.first_hint(data, pos)
+            if h < 0:
+                return None
+            ls, le = span(data.rfind(b"\n", 0, h) + 1)
+            if ls not in excluded and stamp(ls) is not None:
+                return ls
+            pos = le + 1
+        return None
+
+    def plain_last_stamp() -> int | None:
+        probed, end = 0, 0
+        for s in plain_lines_backward():
+            if stamp(s) is not None:
+                return s
+            probed += 1
+            end = s
+            if probed >= _FAST_PROBE_LINES:
+                break
+        else:
+            return None
+        end -= 1
+        while end > 0:
+            h = finder.last_hint(data, end)
+            if h < 0:
+                return None
+            ls, _le = span(data.rfind(b"\n", 0, h) + 1)
+            if ls not in excluded and stamp(ls) is not None:
+                return ls
+            end = ls - 1
+        return None
+
+    # progress lines by writer: (line start, step, raw line) where the exact pattern matches
+    progress: dict[tuple, list[tuple[int, int, bytes]]] = {}
+    for s in finder.progress_lines(data):
+        s, e = span(s)
+        raw = data[s:e]
+        pm = _PROGRESS.search(raw)
+        if pm is not None:
+            k = _parse_line(raw)[0].key if s in excluded else plain
+            progress.setdefault(k, []).append((s, int(pm.group(1)), raw))
+
+    # writers, created in the order of their first non-blank line
+    first_line: dict[tuple, int] = {k: ls[0] for k, ls in other.items()}
+    plain_first = next(plain_lines_forward(), None)
+    if plain_first is not None:
+        first_line[plain] = plain_first
+    for k in sorted(first_line, key=first_line.__getitem__):
+        if k not in writers:
+            prefix = who_of.get(k, NO_PREFIX)
+            writers[k] = _Writer(who=_who(state.src, prefix, {}, ""))
+
+    new: list[tuple[int, str, tuple, Anchor]] = []
+    for k in first_line:
+        w = writers[k]
+        mine = other.get(k)
+        if head:
+            if mine is None:
+                f_at = plain_first_stamp()
+            else:
+                f_at = next((s for s in mine if stamp(s) is not None), None)
+            if f_at is None:
+                continue  # no stamped line: progress lines are skipped in the head without a stamp
+            f_p = stamp(f_at)
+            assert f_p is not None
+            if w.first_ns is None or f_p.time_ns < w.first_ns:
+                w.first_ns = f_p.time_ns
+            # progress counts on the first stamped line, and after it on lines naming step/iter/Step
+            eligible = [(s, step, raw) for s, step, raw in progress.get(k, ())
+                        if s == f_at or (s > f_at and (b"step" in raw or b"iter" in raw or b"Step" in raw))]
+            new += _progress_facts(state, w, k, anchors, eligible, stamp, head=True)
+            continue
+        if mine is None:
+            body = data[:-1] if data.endswith(b"\n") else data
+            total = body.count(b"\n") + 1 - len(_BLANK_LINE.findall(b"\n" + body))
+            count = total - sum(len(v) for v in other.values())
+            last_line = next(plain_lines_backward(), None)
+            l_at = plain_last_stamp()
+        else:
+            count = len(mine)
+            last_line = mine[-1]
+            l_at = next((s for s in reversed(mine) if stamp(s) is not None), None)
+        if count <= 0 or last_line is None:
+            continue
+        w.lines += count
+        w.last_offset = max(w.last_offset, base_offset + last_line)
+        if l_at is not None:
+            p = stamp(l_at)
+            assert p is not None
+            w.last_ns = p.time_ns
+            state.last_stamp[k] = p.time_ns
+        new += _progress_facts(state, w, k, anchors, progress.get(k, []), stamp, head=False)
+    for _s, _step, akey, anchor in sorted(new, key=lambda x: x[0]):
+        anchors[akey] = anchor
+    return True
+
+
+#: more prefixed lines than this in a window: a combined stream, read line by line
+_FAST_MAX_PREFIXED = 4096
+
+
+def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, Anchor],
+                    progress: list[tuple[int, int, bytes]], stamp, head: bool) -> list[tuple[int, str, tuple, Anchor]]:
+    """The last step and the new step anchors of one writer from its progress lines, as the
+    line-by-line loop would find them, parsing as few stamps as that allows. Anchors are
+    returned with their line offsets, for the caller to insert in line order."""
+    if not progress:
+        return []
+    by_step: dict[int, list[int]] = {}
+    for s, step, _raw in progress:
+        by_step.setdefault(step, []).append(s)
+    # last step: the largest step of the lines that count (in the head only stamped ones count),
+    # with the time of the last such line that has it
+    for step in sorted(by_step, reverse=True):
+        if w.last_step is not None and step < w.last_step:
+            break
+        for s in reversed(by_step[step]):
+            p = stamp(s)
+            if p is None and head:
+                continue
+            w.last_step, w.last_step_ns = step, (p.time_ns if p is not None else None)
+            break
+        else:
+            continue
+        break
+    # anchors: each step's first stamped line
+    out = []
+    for step, starts in by_step.items():
+        akey = ("step", str(step), key)
+        if akey in anchors:
+            continue
+        for s in starts:
+            p = stamp(s)
+            if p is not None:
+                out.append((s, str(step), akey, Anchor("step", str(step), w.who, p.time_ns, state.src.path)))
+                break
+    return out
 
 def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:
     """torchelastic's error file as log lines: its time, message and Python call stack."""

@@ -28,6 +28,8 @@ class IdentityMap:
     #: sources whose srun task prefix is a node (torchrun under srun), not a rank
     task_is_node: set[str] = field(default_factory=set)
     procs_per_node: int | None = None
+    #: the logs show one node only (one host at most, no srun tasks, no node folders)
+    single_node: bool = False
     world_size: int | None = None
     #: notes on what had to be assumed
     notes: list[str] = field(default_factory=list)
@@ -94,6 +96,13 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
                 imap.world_size = max(imap.world_size or 0, int(nr))
     if local_max >= 0:
         imap.procs_per_node = local_max + 1
+    hosts = {short_host(m.who.host) for d in digests for m in d.matches if m.who.host}
+    hosts |= {short_host(f.who.host) for d in digests for f in d.identities if f.who.host}
+    hosts |= {short_host(s.who.host) for d in digests for s in d.streams if s.who.host}
+    tasks = any(m.who.task is not None for d in digests for m in d.matches) or any(
+        s.who.task is not None for d in digests for s in d.streams)
+    nodes = any(d.source.file_node for d in digests)
+    imap.single_node = len(hosts) <= 1 and not tasks and not nodes
     # srun task -> host from ranks whose host is known
     for (g, task, _local), rank in list(imap.by_task_local.items()):
         host = imap.host_of_rank.get(rank)
@@ -118,6 +127,8 @@ def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> 
         rank = imap.by_host_pid.get((host, who.pid))
     if rank is None and node is not None and local is not None:
         rank = imap.by_node_local.get((node, local))
+    if rank is None and local is not None and imap.single_node and node is None:
+        rank, inferred = local, True  # one node, one launcher: global rank = local rank
     if rank is not None:
         if host is None:
             host = imap.host_of_rank.get(rank)
@@ -168,8 +179,9 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
     if inferred_any:
         imap.inferred = True
         imap.notes.append(
-            f"some global ranks were inferred as node x {imap.procs_per_node} + local rank "
-            "(the logs state no mapping: no [rankN] prefix, NCCL init line, rendezvous result or failure table)")
+            "some global ranks were inferred (as the local rank on a single-node job, or as node x "
+            f"{imap.procs_per_node} + local rank): the logs state no mapping (no [rankN] prefix, NCCL init "
+            "line, rendezvous result or failure table)")
     return matches, streams, imap
 
 

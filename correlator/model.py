@@ -360,6 +360,10 @@ class TimelineEvent:
     after_root_s: float | None = None
     local_rank: int | None = None
     attempt: int | None = None
+    #: position of this event in ``timeline``
+    id: int = 0
+    #: ``id`` of the event it follows from (collateral and teardown -> the root): the causal edges
+    caused_by: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

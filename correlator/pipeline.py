@@ -65,6 +65,8 @@ def _known_ranks(matches: Sequence[Match], streams: Sequence[StreamFacts], imap:
     known |= set(imap.by_task_local.values()) | set(imap.host_of_rank)
     if imap.world_size and imap.world_size <= 65536:
         known |= set(range(imap.world_size))
+    if known and max(known) < 65536:
+        known |= set(range(max(known) + 1))  # global ranks are 0..N-1: one that never spoke is still a rank
     return known
 
 
@@ -158,11 +160,12 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         for a in reversed(attempts):
             ms = [m for m in matches if m.attempt in (a, None)]
             ss = [s for s in streams if s.attempt in (a, None)]
-            o = attribution.attribute(ms, ss, rules, est, known, skew_note=skew_note)
+            o = attribution.attribute(ms, ss, rules, est, known, skew_note=skew_note, single_node=imap.single_node)
             per_attempt.append((a, o))
         out = per_attempt[0][1]
     else:
-        out = attribution.attribute(matches, streams, rules, est, known, skew_note=skew_note)
+        out = attribution.attribute(matches, streams, rules, est, known, skew_note=skew_note,
+                                    single_node=imap.single_node)
     groups, chain, items = attribution.groups_and_chain(out)
     tl = attribution.timeline(out)
     rows = attribution.rank_rows(out, streams, known, est)
@@ -185,10 +188,11 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
             {"node": f.who.host, "rank": f.who.rank, "local_rank": f.who.local_rank, "exitcode": f.exitcode,
              "time": iso(f.time_ns)} for f in tables]
         if out.root is not None and out.root.rank is not None and named and out.root.rank not in named:
-            all_diags.append(Diagnostic(
-                "info", None, f"the launcher's 'Root Cause (first observed failure)' tables name rank(s) "
-                              f"{identity.compress_ranks(named)}, not rank {out.root.rank}: torchrun picks the "
-                              f"earliest whole-second failure per node and cannot see other nodes"))
+            note = (f"torchrun's 'Root Cause (first observed failure)' tables name rank(s) "
+                    f"{identity.compress_ranks(named)}, not rank {out.root.rank}: each agent picks the earliest "
+                    f"whole-second failure of its own node and cannot see the others")
+            all_diags.append(Diagnostic("info", None, note))
+            out.root = replace(out.root, why=(*out.root.why, note))
     attempt_rows = []
     for a, o in per_attempt:
         attempt_rows.append({"attempt": a, "verdict": o.verdict.value,

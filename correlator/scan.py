@@ -231,6 +231,105 @@ def _compile(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int) 
     return (build(kept_e, kept_i) if kept_e else None), tuple(rejected)
 
 
+# --- helpers for the head/tail window facts -------------------------------------------------------
+
+#: lines that may carry a progress marker (a superset of ``extract._PROGRESS``'s lines; that exact
+#: pattern is still run on each of them), and bytes without which no timestamp can exist: an
+#: ``H:M`` pair of every clock format (the hour's last digit may be a non-ASCII Unicode digit) and
+#: the start of an epoch stamp
+PROGRESS_HINT = rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b[ \t\r\f\v]*[=:]?[ \t\r\f\v]*\d"
+STAMP_HINTS = (rb"[0-9\x80-\xbf]:[0-5]", rb"^\[?(?:1[5-9]|2[0-4])")
+
+
+class WindowFinder:
+    """Hyperscan searches for the window facts: which lines hold progress, where a stamp may be.
+
+    Both only narrow down which lines the exact (slow) parsers look at; they never decide alone.
+    """
+
+    def __init__(self) -> None:
+        import hyperscan
+
+        self._hs = hyperscan
+        self._progress = hyperscan.Database()
+        self._progress.compile(expressions=[PROGRESS_HINT], ids=[0], elements=1, flags=[0])
+        self._progress_scratch = hyperscan.Scratch(self._progress)
+        self._hint = hyperscan.Database()
+        self._hint.compile(expressions=list(STAMP_HINTS), ids=[0, 1], elements=2,
+                           flags=[0, hyperscan.HS_FLAG_MULTILINE])
+        self._hint_scratch = hyperscan.Scratch(self._hint)
+
+    def progress_lines(self, data: bytes) -> list[int]:
+        """Starts of the lines of ``data`` that may hold a progress marker, in order."""
+        ends: list[int] = []
+        append = ends.append
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            append(to)
+
+        self._progress.scan(data, match_event_handler=on_match, scratch=self._progress_scratch)
+        out: list[int] = []
+        rfind, find = data.rfind, data.find
+        line_end = -1
+        for to in ends:
+            if to <= line_end:
+                continue  # another hit on the same line
+            at = to - 1
+            out.append(rfind(b"\n", 0, at) + 1)
+            line_end = find(b"\n", at)
+            if line_end < 0:
+                break
+        return out
+
+    def first_hint(self, data: bytes, pos: int) -> int:
+        """Offset of the first stamp hint at or after ``pos`` (in a line starting there or later), or -1."""
+        found: list[int] = []
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> bool:
+            found.append(to)
+            return True  # stop at the first
+
+        view = data[pos:] if pos else data
+        try:
+            self._hint.scan(view, match_event_handler=on_match, scratch=self._hint_scratch)
+        except self._hs.ScanTerminated:
+            pass
+        if not found:
+            return -1
+        return pos + max(found[0] - 1, 0)
+
+    def last_hint(self, data: bytes, end: int) -> int:
+        """Offset of the last stamp hint before ``end``, or -1 (searched in growing blocks from the end)."""
+        size = 64 << 10
+        hi = end
+        while hi > 0:
+            lo = max(0, hi - size)
+            # start the block at a line start so that ``^`` means what it means in the whole window
+            lo = data.rfind(b"\n", 0, lo) + 1 if lo else 0
+            found: list[int] = []
+
+            def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                found.append(to)
+
+            self._hint.scan(data[lo:hi], match_event_handler=on_match, scratch=self._hint_scratch)
+            if found:
+                return lo + max(max(found) - 1, 0)
+            hi = lo
+            size *= 4
+        return -1
+
+
+_WINDOW_FINDER: WindowFinder | None = None
+
+
+def window_finder() -> WindowFinder | None:
+    """The process's window finder, or None without Hyperscan (the exact line-by-line path is used)."""
+    global _WINDOW_FINDER
+    if _WINDOW_FINDER is None and hyperscan_available():
+        _WINDOW_FINDER = WindowFinder()
+    return _WINDOW_FINDER
+
+
 Scanner = KeywordScanner | HyperscanScanner
 
 
