@@ -140,3 +140,27 @@ def test_only_a_generic_exception_gives_low_confidence(engine):
     rep = run(engine, {"t.log": text})
     assert rep.root_cause.rank == 2 and rep.root_cause.rule == "python.uncaught-exception"
     assert rep.root_cause.confidence <= 0.75
+
+
+def test_torchelastic_restarts_get_one_verdict_per_attempt(tmp_path):
+    from correlator.pipeline import Options, analyze
+
+    def write(attempt, local, text):
+        d = tmp_path / "run_abc" / f"attempt_{attempt}" / str(local)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "stderr.log").write_text(text)
+
+    t0 = py(T0)
+    t1 = py(T0 + timedelta(minutes=20))
+    for lr in range(4):
+        write(0, lr, f"{t0} - train - INFO - step=100\n")
+        write(1, lr, f"{t1} - train - INFO - step=100\n")
+    write(0, 2, f"{t0} - train - INFO - step=100\n{py(T0 + timedelta(seconds=5))} - train - ERROR - "
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total "
+                "capacity of 79.15 GiB of which 1.02 GiB is free.\n")
+    write(1, 3, f"{t1} - train - INFO - step=100\n{py(T0 + timedelta(minutes=21))} - train - ERROR - "
+                "RuntimeError: CUDA error: uncorrectable ECC error encountered\n")
+    rep = analyze([str(tmp_path)], Options(tz="UTC"))
+    assert [a["attempt"] for a in rep.attempts] == [1, 0]
+    assert rep.root_cause.rank == 3 and rep.root_cause.rule == "gpu-hardware.uncorrectable-ecc"
+    assert rep.attempts[1]["rank"] == 2 and rep.attempts[1]["rule"] == "cuda.out-of-memory"
