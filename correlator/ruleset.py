@@ -195,6 +195,8 @@ def load_rule_file(path: Path, root: Path | None = None) -> Rule:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise RuleError(f"not valid TOML: {e}", str(path)) from None
+    except RecursionError:  # tomllib recurses once per nesting level
+        raise RuleError("not valid TOML: arrays or tables nested too deeply", str(path)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise RuleError(f"cannot read rule file: {e}", str(path)) from None
     return parse_rule(data, str(path), expected)
