@@ -45,6 +45,21 @@ HOLD_LINES, HOLD_BYTES = 64, 256 << 10
 
 _RANK_PREFIX = re.compile(rb"(?m)^(?:\s{0,6}\d{1,6}: )?(?:\[[A-Za-z_]*\d+\]:)?\[rank(\d{1,6})\]:")
 _SRUN_PREFIX = re.compile(rb"(?m)^\s{0,6}(\d{1,6}): ")
+# the same two, matched after a literal newline: a ``(?m)^`` pattern is tried at every byte, these
+# jump from newline to newline (about 10x faster); the first line is matched on its own
+_RANK_PREFIX_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?(?:\[[A-Za-z_]*\d+\]:)?\[rank(\d{1,6})\]:")
+_SRUN_PREFIX_NL = re.compile(rb"\n\s{0,6}(\d{1,6}): ")
+
+
+def _line_start_captures(text: bytes) -> set[bytes]:
+    """``set(_RANK_PREFIX.findall(text)) | set(_SRUN_PREFIX.findall(text))``, faster."""
+    out: set[bytes] = set()
+    for whole, nl in ((_RANK_PREFIX, _RANK_PREFIX_NL), (_SRUN_PREFIX, _SRUN_PREFIX_NL)):
+        m = whole.match(text)
+        if m:
+            out.add(m.group(1))
+        out.update(nl.findall(text))
+    return out
 _PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?\s*(\d{1,9})\b")
 _TABLE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
@@ -135,7 +150,7 @@ class _State:
         name (``train-hgx-001.log``) names a node or a job, not a rank."""
         if self.src.file_rank is None:
             return
-        ranks = set(_RANK_PREFIX.findall(region, 0, 1 << 20)) | set(_SRUN_PREFIX.findall(region, 0, 1 << 20))
+        ranks = _line_start_captures(region[: 1 << 20])
         if len(ranks) >= 2:
             from dataclasses import replace
 
@@ -846,6 +861,17 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                         skipped += len(chunk) + max(0, rest)  # not read: a device never ends
                         total = skipped
                         break
+                joined = _join_cut(carry, chunk)
+                if joined is not None:  # the usual case, without copying the buffer twice
+                    in_long = False
+                    region, carry = joined
+                    _hygiene(state, region, offset)
+                    next_line, keep, tail, head_done = _process_region(
+                        state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
+                    lines_total += next_line - keep_line
+                    keep_line = next_line
+                    offset += len(region)
+                    continue
                 data = carry + chunk
                 cut = data.rfind(b"\n") + 1
                 if cut == 0:
@@ -970,6 +996,36 @@ def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
         yield parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def _join_cut(carry: bytes, chunk: bytes) -> tuple[bytes, bytes] | None:
+    """``(region, carry)`` exactly as the loop in ``extract`` cuts ``carry + chunk`` (at the last
+    newline, holding back the last lines), built with one copy instead of two; None when the cut
+    is not in ``chunk`` (no newline in it, or the hold reaches back into ``carry``)."""
+    i = chunk.rfind(b"\n")
+    if i < 0:
+        return None
+    lc = len(carry)
+    cut = lc + i + 1
+    size = lc + len(chunk)
+    hold = cut - 1
+    for _ in range(HOLD_LINES):
+        lo = max(0, cut - HOLD_BYTES)
+        nl = chunk.rfind(b"\n", max(lo - lc, 0), hold - lc) if hold > lc else -1
+        if nl >= 0:
+            nl += lc
+        elif lo < lc:
+            nl = carry.rfind(b"\n", lo, min(hold, lc))
+        if nl < 0:
+            break
+        hold = nl
+    if hold > 0 and hold + 1 < cut and hold > size // 2:
+        cut = hold + 1
+    if cut < lc:
+        return None
+    if not lc and cut == len(chunk):
+        return chunk, b""
+    return b"".join((carry, memoryview(chunk)[: cut - lc])), chunk[cut - lc:]
+
+
 def _hygiene(state: _State, region: bytes, offset: int) -> None:
     """Count what the text cleaning will hide: NUL bytes and invalid UTF-8 (C-speed checks)."""
     if b"\x00" in region:
@@ -1029,8 +1085,8 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
     if len(new_keep) < len(data):
         nl = new_keep.find(b"\n")
         new_keep = new_keep[nl + 1:] if nl >= 0 else b""
-    new_tail = tail + region
-    if len(new_tail) > TAIL_BYTES:
+    new_tail = region[-TAIL_BYTES:] if len(region) >= TAIL_BYTES else tail + region
+    if len(new_tail) >= TAIL_BYTES and len(tail) + len(region) > TAIL_BYTES:
         new_tail = new_tail[-TAIL_BYTES:]
         nl = new_tail.find(b"\n")
         new_tail = new_tail[nl + 1:] if nl >= 0 else b""
