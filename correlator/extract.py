@@ -410,7 +410,9 @@ def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, ms
                                                  state.src.path, "rendezvous"))
 
 
-def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]]) -> None:
+def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
+    """Confirm, time and record the candidate lines; returns (line number, offset) of the last one
+    (the buffer's start when there was none), so the caller counts only the lines after it."""
     engine = state.engine
     rs = engine.ruleset
     data = buf.data
@@ -499,6 +501,8 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                 captures=tuple(sorted(caps.items())), context=context, attempt=state.src.attempt,
                 tz_assumed=bool(p and p.tz_assumed),
             ), key)
+
+    return line_no, counted_to
 
 
 def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tuple, _Writer],
@@ -1079,8 +1083,8 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
         if len(state.head) >= HEAD_BYTES:
             _flush_head(state, writers, anchors)
             head_done = True
-    _process_candidates(state, buf, lines)
-    next_line = keep_line + region.count(b"\n")
+    line_no, counted_to = _process_candidates(state, buf, lines)
+    next_line = line_no + data.count(b"\n", counted_to)  # = keep_line + lines in the region
     new_keep = data[-KEEP_BYTES:] if len(data) > KEEP_BYTES else data
     if len(new_keep) < len(data):
         nl = new_keep.find(b"\n")
