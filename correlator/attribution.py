@@ -448,7 +448,9 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             e.label = Label.ROOT
         elif role is Role.PRIMARY:
             if verdict is Verdict.ROOT_CAUSE and e.rank is not None and e.rank == root_rank:
-                e.label = Label.COLLATERAL
+                # the same failure printed again on the root rank (a wrapper, the agent's copy of its
+                # traceback) is part of the root event; anything else it printed is a consequence
+                e.label = Label.ROOT if root_ev is not None and e.rule.id == root_ev.rule.id else Label.COLLATERAL
             elif e.rule.priority < GENERIC_PRIORITY or not _is_candidate(e, signalled) or verdict is Verdict.JOB_LEVEL:
                 e.label = Label.COLLATERAL
             elif root_ev is not None and any(t.m is e.m for t in tie):
@@ -475,6 +477,8 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         same = [e for e in evs if e.rank is not None and e.rank == root_rank and e.m is not root_ev.m
                 and e.rule.role is Role.PRIMARY and _is_candidate(e, signalled)][:3]
         evidence.extend(Evidence(e.m.path, e.m.line, e.m.text) for e in same)
+        # in the order a reader meets them: the rank's own lines come before a launcher's copy
+        evidence.sort(key=lambda ev: (ev.path, ev.line))
         if root_ev.rule.role is Role.PRIMARY and root_ev.rule.explains:
             explained = {e.rule.id for e in evs if e.label is Label.COLLATERAL}
             hit = sorted(explained & set(root_ev.rule.explains))
@@ -505,7 +509,7 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
     by: dict[tuple[str, str], list[Ev]] = defaultdict(list)
     items: list[CollateralItem] = []
     for e in out.events:
-        if e.label is Label.ROOT and out.root_ev is not None and e.m is out.root_ev.m:
+        if e.label is Label.ROOT:
             continue
         by[(e.rule.id, e.label.value)].append(e)
         if e.label in (Label.COLLATERAL, Label.TEARDOWN, Label.INDEPENDENT, Label.JOB):
@@ -563,7 +567,8 @@ def timeline(out: Outcome) -> list[TimelineEvent]:
         keep = [e for e in evs if e.label in (Label.ROOT, Label.INDEPENDENT, Label.JOB)]
         rest = [e for e in evs if e.label not in (Label.ROOT, Label.INDEPENDENT, Label.JOB)]
         evs = sorted(keep + rest[: TIMELINE_CAP - len(keep)], key=Ev.sort_key)
-    root_id = next((i for i, e in enumerate(evs) if e.label is Label.ROOT), None)
+    root_id = next((i for i, e in enumerate(evs) if out.root_ev is not None and e.m is out.root_ev.m),
+                   next((i for i, e in enumerate(evs) if e.label is Label.ROOT), None))
     return [TimelineEvent(
         time=iso(e.t), rank=e.rank, host=e.m.who.host, rule=e.rule.id, role=str(e.rule.role), path=e.m.path,
         line=e.m.line, text=e.m.text, label=e.label.value, time_kind=str(e.m.time_kind),
