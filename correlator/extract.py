@@ -809,7 +809,9 @@ def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:
         return raw, Diagnostic("info", src.path, "error file is not torchelastic's JSON: read as text")
     stamp = ""
     if ts is not None and str(ts).isdigit():
-        stamp = f"{int(ts)} "
+        from datetime import datetime, timezone
+
+        stamp = datetime.fromtimestamp(int(ts), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ ")
     lines = [stamp + "[error.json] " + line for line in (stack.rstrip("\n").split("\n") if stack else [])]
     lines.append(stamp + text.replace("\n", " "))
     return ("\n".join(lines) + "\n").encode("utf-8"), None
