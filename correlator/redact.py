@@ -16,27 +16,47 @@ from typing import Any
 MASK = "***"
 
 # (name, pattern, replacement). Order matters: specific shapes before generic key=value ones.
+_KEY_BEGIN = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+_KEY_END = r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
     (name, re.compile(p), repl) for name, p, repl in (
-        ("private-key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)",
-         "-----BEGIN PRIVATE KEY-----" + MASK),
-        ("url-credentials", r"(?i)\b([a-z][a-z0-9+.-]{1,15}://)[^/\s:@]{1,256}:[^/\s@]{1,256}@", r"\1" + MASK + ":" + MASK + "@"),
+        # a whole block in one string, or its start when the rest follows in other lines
+        ("private-key", rf"(?s){_KEY_BEGIN}.*?(?:{_KEY_END}|\Z)", "-----BEGIN PRIVATE KEY-----" + MASK),
+        ("url-credentials", r"(?i)\b([a-z][a-z0-9+.-]{1,15}://)[^/\s:@]{0,256}:[^/\s@]{1,256}@", r"\1" + MASK + ":" + MASK + "@"),
         ("huggingface", r"\bhf_[A-Za-z0-9]{20,}", "hf_" + MASK),
         ("github", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}", "gh_" + MASK),
-        ("openai", r"\bsk-(?:proj-|ant-|live-)?[A-Za-z0-9_-]{20,}", "sk-" + MASK),
+        ("wandb-v1", r"\bwandb_v1_[A-Za-z0-9_]{20,}", "wandb_v1_" + MASK),
+        ("openai", r"\bsk-(?:proj-|ant-|live-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", "sk-" + MASK),
         ("aws-access-key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b", "AKIA" + MASK),
         ("slack", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "xox-" + MASK),
-        ("bearer", r"(?i)\b(bearer|token)\s+[A-Za-z0-9._~+/=-]{12,}", r"\1 " + MASK),
-        ("authorization", r"(?i)\b(authorization|x-api-key|api-key|private-token)(\"?\s*[:=]\s*\"?)(?:basic\s+|bearer\s+)?[^\s\"',;]+",
+        ("bearer", r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}", r"\1 " + MASK),
+        # "token <value>" only when the value looks generated (long, with a digit): not "token classification"
+        ("token-word", r"\b([Tt]oken)\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{20,}", r"\1 " + MASK),
+        ("authorization", r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key|private-token)"
+                          r"([\"']?\s*[:=]\s*[\"']?)(?:(?:basic|bearer|token|digest)\s+)?(?!\*\*\*)[^\s\"',;]+",
          r"\1\2" + MASK),
-        ("aws-secret", r"(?i)\b(aws_secret_access_key|aws_session_token|secret_access_key)(\"?\s*[:=]\s*\"?)[A-Za-z0-9/+=]{16,}",
+        ("aws-secret", r"(?i)\b(aws_secret_access_key|aws_session_token|secret_?access_?key|session_?token)"
+                       r"([\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{16,}", r"\1\2" + MASK),
+        ("wandb", r"(?i)\b(wandb_api_key|wandb login(?: --relogin)?|wandb\.login\(\s*key\s*=)(\s*[=:]?\s*[\"']?)"
+                  r"(?:local-)?[0-9a-f]{40}\b", r"\1\2" + MASK),
+        # netrc lines (wandb and HF write them): machine api.wandb.ai login user password <key>
+        ("netrc", r"\b(login\s+\S+\s+password\s+)\S+", r"\1" + MASK),
+        # KEY=value, "key": "value", key='value' for secret-named keys; not special tokens (<pad>, [CLS])
+        ("key-value", r"(?i)\b((?:[a-z0-9]+_)*(?:password|passwd|secret|token|api_?key|apikey|access_key|auth_key"
+                      r"|client_secret)|(?:[a-z0-9]+_)+pwd)"
+                      r"([\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)(?![<\[])[^\s\"',;}{)]{3,}", r"\1\2" + MASK),
+        # a credentials *path* (GOOGLE_APPLICATION_CREDENTIALS=/path/key.json) is not a secret
+        ("credentials", r"(?i)\b((?:[a-z0-9]+_)*credentials?)([\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)(?![/~.<\[])[^\s\"',;}{)]{3,}",
          r"\1\2" + MASK),
-        ("wandb", r"(?i)\b(wandb_api_key|wandb login(?: --relogin)?)(\s*[=:]?\s*)[0-9a-f]{40}\b", r"\1\2" + MASK),
-        ("key-value", r"(?i)\b((?:[a-z0-9]+_)*(?:password|passwd|pwd|secret|token|api_?key|apikey|access_key|credentials?))"
-                      r"(\"?'?\s*[:=]\s*\"?'?)(?!\*\*\*)[^\s\"',;}{)]{3,}", r"\1\2" + MASK),
-        ("cli-option", r"(?i)(--(?:password|passwd|token|api-key|apikey|secret)(?:=|\s+))(?!\*\*\*)\S+", r"\1" + MASK),
+        ("cli-option", r"(?i)(--(?:[a-z0-9]+[-_])*(?:password|passwd|token|api[-_]?key|apikey|secret|access[-_]key)"
+                       r"(?:=|\s+))(?!\*\*\*)(?![<\[])\S+", r"\1" + MASK),
     )
 )
+_BEGIN = re.compile(_KEY_BEGIN)
+_END = re.compile(_KEY_END)
+#: a line that is nothing but base64 of some length with mixed character classes: a key's body
+_KEY_BODY = re.compile(r"^\s*(?=[A-Za-z0-9+/]*[0-9])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[A-Z])"
+                       r"(?:[A-Za-z0-9+/]{40,}={0,2}|[A-Za-z0-9+/]{16,}={1,2})\s*$")
 
 
 def redact(text: str) -> str:
@@ -48,19 +68,50 @@ def redact(text: str) -> str:
     return text
 
 
-def _walk(value: Any) -> Any:
+class _Lines:
+    """State along a sequence of log lines: inside a private key block whose lines come one by one."""
+
+    __slots__ = ("in_key",)
+
+    def __init__(self) -> None:
+        self.in_key = False
+
+    def line(self, text: str) -> str:
+        if self.in_key:
+            end = _END.search(text)
+            if end is None:
+                return MASK if text.strip() else text
+            self.in_key = False
+            head = text[:end.start()]
+            text = (MASK if head.strip() else head) + text[end.start():]
+        begin = None
+        for begin in _BEGIN.finditer(text):
+            pass
+        if begin is not None and _END.search(text, begin.end()) is None:
+            self.in_key = True  # the block goes on in the next lines
+        if _KEY_BODY.match(text):
+            return MASK
+        return redact(text)
+
+
+#: dataclass fields that hold a log line (and so may continue a key block begun in the line before)
+_LINE_FIELDS = frozenset({"text", "context"})
+
+
+def _walk(value: Any, lines: _Lines | None = None) -> Any:
     if isinstance(value, Enum):
         return value
     if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, tuple):
-        return tuple(_walk(v) for v in value)
-    if isinstance(value, list):
-        return [_walk(v) for v in value]
+        return lines.line(value) if lines is not None else redact(value)
+    if isinstance(value, (tuple, list)):
+        seq = _Lines()  # one state along the sequence: evidence lines, timeline events, context lines
+        out = [_walk(v, seq) for v in value]
+        return tuple(out) if isinstance(value, tuple) else out
     if isinstance(value, dict):
         return {k: _walk(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: _walk(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        changes = {f.name: _walk(getattr(value, f.name), lines if f.name in _LINE_FIELDS else None)
+                   for f in dataclasses.fields(value)}
         return dataclasses.replace(value, **changes)
     return value
 
