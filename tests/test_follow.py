@@ -1,0 +1,261 @@
+"""Follow mode: a verdict while the job is still writing, an update when a lagging rank flushes an
+earlier failure, a stop at the job's end or on Ctrl-C, and only new bytes read each time."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from correlator import follow as fl
+from correlator.pipeline import Options
+from jobs import T0, combined_srun, py, rank_lines
+
+ROOT = Path(__file__).resolve().parent.parent
+CANCEL = "slurmstepd: error: *** STEP 77.0 ON gpu-a00 CANCELLED AT 2026-03-02T14:14:00 ***"
+
+
+def scenario() -> dict[int, list[str]]:
+    """4 ranks on 2 nodes: rank 2 fails on EIO at T0+210 s; rank 3 (a lagging host) ran out of GPU
+    memory earlier, at T0+200 s; ranks 0 and 1 time out in the watchdog."""
+    lines = rank_lines(4, 2, 2, fault="eio")
+    r3 = [x for x in lines[3] if "Watchdog" not in x]
+    r3 += [f"{py(T0 + timedelta(seconds=200))} - train - INFO - forward",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity "
+           "of 79.15 GiB of which 1.02 GiB is free."]
+    lines[3] = r3
+    return lines
+
+
+class Recorder(io.StringIO):
+    """``out`` for follow(): remembers when each line was printed, and wakes waiters on a verdict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[float, str]] = []
+        self.verdict = threading.Event()
+        self.update = threading.Event()
+
+    def write(self, s: str) -> int:
+        for line in s.splitlines():
+            self.events.append((time.monotonic(), line))
+            if "verdict: root cause" in line:
+                self.verdict.set()
+            if "update: root cause: rank 3" in line:
+                self.update.set()
+        return super().write(s)
+
+
+def _append(path: Path, lines: list[str], delay: float) -> None:
+    for line in lines:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+        time.sleep(delay)
+
+
+def test_verdict_before_the_writer_finishes_and_a_late_earlier_failure_changes_it(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    lines = scenario()
+    rec = Recorder()
+    done: dict[str, float] = {}
+
+    def writer() -> None:
+        # ranks write at different speeds; rank 2's failure goes out with its last lines
+        ts = [threading.Thread(target=_append, args=(job / f"rank-{r}.log", lines[r][:-1], 0.004 * (r + 1)))
+              for r in (0, 1, 2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        _append(job / "rank-2.log", lines[2][-1:], 0)
+        done["rank2_failed"] = time.monotonic()
+        done["saw_verdict"] = rec.verdict.wait(15)  # the follower must say it while the job still runs
+        _append(job / "rank-0.log", lines[0][-1:], 0.05)  # the watchdog timeouts
+        _append(job / "rank-1.log", lines[1][-1:], 0.05)
+        _append(job / "rank-3.log", lines[3], 0.01)  # the lagging host: a new file, with an earlier failure
+        done["saw_update"] = rec.update.wait(15)
+        _append(job / "slurm-77.out", [CANCEL], 0)
+        done["finished"] = time.monotonic()
+
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
+    t0 = time.monotonic()
+    report = fl.follow([str(job)], Options(tz="UTC"), interval_s=0.05, out=rec, grace_s=0.3, max_s=60)
+    returned = time.monotonic()
+    w.join(5)
+
+    assert done.get("saw_verdict") is True and done.get("saw_update") is True, rec.getvalue()
+    said = [(t, line) for t, line in rec.events if "verdict:" in line or "update:" in line]
+    first_t, first = said[0]
+    assert "verdict: root cause: rank 2" in first and "storage.eio-on-checkpoint-save" in first
+    assert first_t < done["finished"]
+    assert any("update: root cause: rank 3" in line and "cuda.out-of-memory" in line for _, line in said[1:])
+    assert report.root_cause is not None and report.root_cause.rank == 3
+    assert report.root_cause.rule == "cuda.out-of-memory"
+    assert returned - done["finished"] < 5, "follow did not stop at the job's end"
+    assert returned - t0 < 40
+    # incremental reading lost nothing and counted every line once
+    assert report.stats.lines == sum(len(x) for x in lines.values()) + 1
+    ev = report.root_cause.evidence[0]
+    assert ev.path.endswith("rank-3.log") and ev.line == len(lines[3])
+    eio = [e for e in report.timeline if e.rule == "storage.eio-on-checkpoint-save"]
+    assert eio and eio[0].line == len(lines[2])
+    ranks = {r.rank: r for r in report.ranks}
+    assert all(ranks[r].lines == len(lines[r]) for r in range(4))
+
+
+def _follower(tmp_path: Path) -> fl.Follower:
+    return fl.Follower([str(tmp_path)], Options(tz="UTC"))
+
+
+def test_partial_last_line_waits_for_its_newline(tmp_path):
+    f = _follower(tmp_path)
+    p = tmp_path / "rank-0.log"
+    p.write_text("step=1\nOSError: [Errno 5] Input/output")  # the writer is mid-line
+    assert f.poll()
+    st = f.sources[str(p)]
+    assert st.offset == len("step=1\n") and st.lines == 1
+    assert not f.poll()  # nothing new
+    with open(p, "a") as fh:
+        fh.write(" error\n")
+    assert f.poll()
+    assert st.offset == p.stat().st_size and st.lines == 2
+    with open(p, "a") as fh:
+        fh.write("tail without newline")
+    f.poll(final=True)  # at the end the last line is read too
+    assert st.offset == p.stat().st_size and st.digest().lines == 3
+
+
+def test_only_new_bytes_are_read(tmp_path, monkeypatch):
+    f = _follower(tmp_path)
+    p = tmp_path / "rank-0.log"
+    p.write_text("x\n" * 200_000)  # 400 KB
+    f.poll()
+    seen: list[int] = []
+    real = fl._Window.__init__
+
+    def spy(self, path, start, end):
+        seen.append(end - start)
+        real(self, path, start, end)
+
+    monkeypatch.setattr(fl._Window, "__init__", spy)
+    with open(p, "a") as fh:
+        fh.write("y\n" * 10)
+    f.poll()
+    # the 20 new bytes and at most the look-back before them (from a line start), not the 400 KB
+    assert len(seen) == 1 and 20 < seen[0] <= fl.LOOK_BACK + 20
+
+
+def test_rotation_and_truncation_read_again(tmp_path):
+    f = _follower(tmp_path)
+    p = tmp_path / "rank-0.log"
+    p.write_text("a\n" * 100)
+    f.poll()
+    p.write_text("b\n" * 10)  # truncated in place
+    assert f.poll()
+    st = f.sources[str(p)]
+    assert st.lines == 10 and any("read again" in d.message for d in st.digest().diagnostics)
+    os.replace(tmp_path / "rank-0.log", tmp_path / "old.bak")  # rotated away; a new file takes its name
+    p.write_text("c\n" * 3)
+    f.poll()
+    assert f.sources[str(p)].lines == 3
+
+
+def test_compressed_file_is_read_whole_when_it_changes(tmp_path):
+    f = _follower(tmp_path)
+    p = tmp_path / "slurm-77.out.gz"
+    p.write_bytes(gzip.compress("\n".join(combined_srun(scenario(), 2)[:10]).encode() + b"\n"))
+    f.poll()
+    p.write_bytes(gzip.compress("\n".join(combined_srun(scenario(), 2)).encode() + b"\n"))
+    f.poll()
+    rep = f.report()
+    assert rep.root_cause is not None and rep.root_cause.rank == 3
+    assert f.sources[str(p)].lines == len(combined_srun(scenario(), 2))
+
+
+def test_memory_stays_bounded_over_a_long_follow(tmp_path):
+    """Thousands of matches over many polls: kept like extract keeps them (first and last)."""
+    f = _follower(tmp_path)
+    p = tmp_path / "rank-0.log"
+    for i in range(30):
+        with open(p, "a") as fh:
+            for k in range(100):
+                t = T0 + timedelta(seconds=i * 100 + k)
+                fh.write(f"{py(t)} - train - INFO - step={i * 100 + k}\n")
+                fh.write(f"[{(T0 + timedelta(seconds=i * 100 + k)).strftime('E%m%d %H:%M:%S.%f')}000 "
+                         f"ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+                         f"WorkNCCL(SeqNum={i * 100 + k}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                         f"Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n")
+        f.poll()
+    d = f.sources[str(p)].digest()
+    assert len(d.matches) <= fl.KEEP_FIRST + fl.KEEP_LAST
+    assert d.matches[-1].line == 6000  # the newest is kept, with its true line number
+    assert len(d.anchors) <= fl.MAX_ANCHORS_FIRST + fl.MAX_ANCHORS_RECENT
+    assert d.lines == 6000
+    assert any("more matches of nccl.watchdog-collective-timeout not kept" in x.message for x in d.diagnostics)
+
+
+def test_quiet_period_and_no_end(tmp_path):
+    (tmp_path / "rank-2.log").write_text("\n".join(scenario()[2]) + "\n")
+    out = io.StringIO()
+    t0 = time.monotonic()
+    rep = fl.follow([str(tmp_path)], Options(tz="UTC"), interval_s=0.05, out=out, quiet_s=0.5)
+    assert time.monotonic() - t0 < 10
+    assert rep.root_cause is not None and rep.root_cause.rank == 2
+    assert "verdict: root cause: rank 2" in out.getvalue() and "nothing new for 0.5 s" in out.getvalue()
+
+
+def _cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "correlator", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT, **kw)
+
+
+def test_cli_follow_stops_at_the_job_end(tmp_path):
+    lines = scenario()
+    for r in range(4):
+        (tmp_path / f"rank-{r}.log").write_text("\n".join(lines[r]) + "\n")
+    (tmp_path / "slurm-77.out").write_text(CANCEL + "\n")
+    p = _cli("--follow", str(tmp_path), "--interval", "0.1", "--tz", "UTC")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err.decode()
+    text = out.decode()
+    assert "verdict: root cause: rank 3" in text and "Traceback" not in err.decode()
+
+
+def test_cli_follow_ctrl_c_exits_130(tmp_path):
+    (tmp_path / "rank-2.log").write_text("\n".join(scenario()[2]) + "\n")  # no end line: it would wait
+    p = _cli("--follow", str(tmp_path), "--interval", "0.1", "--tz", "UTC")
+    assert p.stdout is not None
+    first = p.stdout.readline().decode()  # blocks until the verdict is printed
+    assert "verdict: root cause: rank 2" in first
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "Traceback" not in err.decode()
+
+
+def test_cli_follow_stdin(tmp_path):
+    text = "\n".join(combined_srun(scenario(), 2)) + "\n"
+    p = _cli("--follow", "-", "--interval", "0.05", "--tz", "UTC", stdin=subprocess.PIPE)
+    out, err = p.communicate(input=text.encode(), timeout=60)
+    assert p.returncode == 0, err.decode()
+    assert "verdict: root cause: rank 3" in out.decode()
+
+
+@pytest.mark.parametrize("secret", ["hf_" + "Ab3" * 12])
+def test_follow_output_is_redacted(tmp_path, secret):
+    lines = scenario()
+    lines[3][-1] = f"torch.OutOfMemoryError: CUDA out of memory. token={secret}"
+    (tmp_path / "rank-3.log").write_text("\n".join(lines[3]) + "\n")
+    out = io.StringIO()
+    rep = fl.follow([str(tmp_path)], Options(tz="UTC"), interval_s=0.05, out=out, quiet_s=0.3)
+    assert secret not in out.getvalue() and secret not in repr(rep)
