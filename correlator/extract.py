@@ -40,6 +40,10 @@ MAX_TIMEOUTS = 3
 #: how many lines around a candidate are searched for a stamp or for context
 LOOK_LINES = 400
 CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
+#: an inherited time takes the next stamped line's time when it is at most this far from the previous
+INHERIT_NEXT_NS = 120 * 1_000_000_000
+#: how far (bytes) the same writer's neighbouring lines are looked for in an interleaved stream
+WRITER_WINDOW = 512 << 10
 #: lines (at most bytes) held back at the end of each buffer for look-ahead
 HOLD_LINES, HOLD_BYTES = 64, 256 << 10
 
@@ -176,23 +180,23 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
         rank = src.file_rank
     if rank is None and prefix.task is None and prefix.local_rank is None:
         cap = caps.get("rank")
-        if cap is not None and cap.lstrip("-").isdigit():
+        if cap is not None and cap.lstrip("-").isdecimal():
             rank = int(cap)
         elif src.file_local_rank is None:
             rank = rank_in_text(msg)
     local = prefix.local_rank
-    if local is None and caps.get("local_rank", "").isdigit():
+    if local is None and caps.get("local_rank", "").isdecimal():
         local = int(caps["local_rank"])
     if local is None:
         local = src.file_local_rank
     host = caps.get("host")
-    pid = int(caps["pid"]) if caps.get("pid", "").isdigit() else None
+    pid = int(caps["pid"]) if caps.get("pid", "").isdecimal() else None
     origin = nccl_origin(msg)
     if origin is not None:
         host = host or origin[0]
         pid = pid or origin[1]
     task = prefix.task
-    if task is None and caps.get("tasks", "").isdigit():
+    if task is None and caps.get("tasks", "").isdecimal():
         task = int(caps["tasks"])  # srun's "task 2: Out Of Memory": the line is about that task
     return Who(rank=rank, local_rank=local, task=task, host=host, pid=pid)
 
@@ -234,6 +238,53 @@ class _Buffer:
             yield s, (len(data) if nl < 0 else nl)
 
 
+    def writer_before(self, start: int, pbytes: bytes, n: int) -> Iterator[tuple[int, int]]:
+        """Up to ``n`` spans of the lines before ``start`` that begin with ``pbytes`` (the same
+        writer), nearest first. In a stream interleaving a thousand ranks the same rank's previous
+        line can be a thousand lines back: one ``rfind`` jumps there."""
+        if not pbytes:
+            yield from self.lines_before(start, n)
+            return
+        data = self.data
+        needle = b"\n" + pbytes
+        end = start
+        floor = max(0, start - WRITER_WINDOW)
+        for _ in range(n):
+            i = data.rfind(needle, floor, end)
+            if i < 0:
+                if floor == 0 and end > len(pbytes) and data.startswith(pbytes):
+                    e = data.find(b"\n")
+                    if 0 <= e < start:
+                        yield 0, e
+                return
+            s = i + 1
+            e = data.find(b"\n", s)
+            if e < 0 or e >= start:  # the candidate line itself (or beyond)
+                end = i
+                continue
+            yield s, e
+            end = i
+
+    def writer_after(self, start: int, pbytes: bytes, n: int) -> Iterator[tuple[int, int]]:
+        if not pbytes:
+            yield from self.lines_after(start, n)
+            return
+        data = self.data
+        needle = b"\n" + pbytes
+        pos = data.find(b"\n", start)
+        ceiling = start + WRITER_WINDOW
+        for _ in range(n):
+            if pos < 0:
+                return
+            i = data.find(needle, pos, ceiling)
+            if i < 0:
+                return
+            s = i + 1
+            e = data.find(b"\n", s)
+            yield s, (len(data) if e < 0 else e)
+            pos = e
+
+
 def _decode(raw: bytes) -> str:
     return strip_ansi(raw[:MAX_LINE_BYTES].decode("utf-8", "replace"))
 
@@ -242,9 +293,19 @@ def _same_writer(data: bytes, s: int, pbytes: bytes) -> bool:
     return not pbytes or data.startswith(pbytes, s)
 
 
+_WRITER_TAG = re.compile(rb"(?:\s{0,6}\d{1,6}: )?\[(?!rank\d)[A-Za-z_]+\d{1,5}\]:")
+
+
 def _prefix_bytes(raw: bytes, prefix: Prefix) -> bytes:
-    # the raw bytes of the prefix (prefixes are ASCII, so characters == bytes)
-    return raw[: prefix.length] if prefix.length else b""
+    """The bytes every line of the same process starts with. Under torchrun --tee that is the srun
+    task and tee tag (PyTorch adds its ``[rankN]:`` to some lines only); otherwise the whole prefix."""
+    if not prefix.length:
+        return b""
+    if prefix.local_rank is not None:
+        m = _WRITER_TAG.match(raw)
+        if m:
+            return raw[: m.end()]
+    return raw[: prefix.length]
 
 
 def _parse_line(raw: bytes) -> tuple[Prefix, str]:
@@ -267,45 +328,39 @@ def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple)
     """(time, lo, hi) from the nearest stamped lines of the same writer before and after."""
     data = buf.data
     lo = None
-    for s, e in buf.lines_before(start, LOOK_LINES):
-        if _same_writer(data, s, pbytes):
-            _, msg = _parse_line(data[s:e])
-            p = _stamp_of(state, msg)
-            if p is not None:
-                lo = p.time_ns
-                break
+    for s, e in buf.writer_before(start, pbytes, LOOK_LINES):
+        _, msg = _parse_line(data[s:e])
+        p = _stamp_of(state, msg)
+        if p is not None:
+            lo = p.time_ns
+            break
     if lo is None:
         lo = state.last_stamp.get(key)
     hi = None
-    for s, e in buf.lines_after(start, LOOK_LINES):
-        if _same_writer(data, s, pbytes):
-            _, msg = _parse_line(data[s:e])
-            p = _stamp_of(state, msg)
-            if p is not None:
-                hi = p.time_ns + p.resolution_ns
-                break
+    for s, e in buf.writer_after(start, pbytes, LOOK_LINES):
+        _, msg = _parse_line(data[s:e])
+        p = _stamp_of(state, msg)
+        if p is not None:
+            hi = p.time_ns + p.resolution_ns
+            break
     if lo is not None and hi is not None and hi < lo:
         hi = lo  # a clock that stepped back: do not invent a negative interval
+    # An unstamped error line is most often the end of a traceback: printed as the exception
+    # ends the process, right before the next stamped line of the same process (exit warnings), long
+    # after the previous one (the step or save that failed may have run for minutes). So the time is
+    # the next stamped line's when it is near, else the previous one's; [lo, hi] is kept either way.
+    if lo is not None and hi is not None and hi - lo <= INHERIT_NEXT_NS:
+        return hi - 1, lo, hi
+    if lo is None and hi is not None:
+        return hi - 1, None, hi
     return lo, lo, hi
 
 
 def _context(buf: _Buffer, start: int, pbytes: bytes, n_before: int, n_after: int) -> tuple[list[str], list[str]]:
     data = buf.data
-    before: list[str] = []
-    for s, e in buf.lines_before(start, LOOK_LINES):
-        if len(before) >= n_before:
-            break
-        if _same_writer(data, s, pbytes):
-            _, msg = _parse_line(data[s:e])
-            before.append(msg.rstrip("\r"))
+    before = [_parse_line(data[s:e])[1].rstrip("\r") for s, e in buf.writer_before(start, pbytes, n_before)]
     before.reverse()
-    after: list[str] = []
-    for s, e in buf.lines_after(start, LOOK_LINES):
-        if len(after) >= n_after:
-            break
-        if _same_writer(data, s, pbytes):
-            _, msg = _parse_line(data[s:e])
-            after.append(msg.rstrip("\r"))
+    after = [_parse_line(data[s:e])[1].rstrip("\r") for s, e in buf.writer_after(start, pbytes, n_after)]
     return before, after
 
 
@@ -808,7 +863,7 @@ def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:
     except (ValueError, KeyError, TypeError, AttributeError):
         return raw, Diagnostic("info", src.path, "error file is not torchelastic's JSON: read as text")
     stamp = ""
-    if ts is not None and str(ts).isdigit():
+    if ts is not None and str(ts).isdecimal():
         from datetime import datetime, timezone
 
         stamp = datetime.fromtimestamp(int(ts), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ ")
