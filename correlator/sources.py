@@ -62,7 +62,7 @@ def identity_from_path(path: str) -> SourceInfo:
     info = SourceInfo(path=path, kind=_compressed_kind(path))
     parts = p.parts
     # torchelastic --log-dir: <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log|error.json
-    if len(parts) >= 3 and _ATTEMPT.match(parts[-3]) and parts[-2].isdigit():
+    if len(parts) >= 3 and _ATTEMPT.match(parts[-3]) and parts[-2].isdecimal():
         stream = name.rsplit(".", 1)[0] if name != "error.json" else "error.json"
         info = replace(info, attempt=int(_ATTEMPT.match(parts[-3]).group(1)),  # type: ignore[union-attr]
                        file_local_rank=int(parts[-2]), stream=stream)
