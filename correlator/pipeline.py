@@ -45,7 +45,7 @@ def _seq_anchors(matches: Sequence[Match]) -> list[tuple[str, str, int]]:
     pts = []
     for m in matches:
         seq, ran = m.capture("seq"), m.capture("ran_for_ms")
-        if seq and ran and ran.isdigit() and m.time_ns is not None and m.time_kind is TimeKind.OWN:
+        if seq and ran and ran.isdecimal() and m.time_ns is not None and m.time_kind is TimeKind.OWN:
             dom = attribution.domain_of(m.who.host, m.who.rank, m.path)
             pts.append((dom, f"seq:{seq}", m.time_ns - int(ran) * 1_000_000))
     return pts
@@ -270,7 +270,7 @@ def _skip_accounting(discovered: Sequence[Diagnostic], digests: Sequence[Digest]
                 add(reason, nbytes=dg.bytes_skipped)
             elif reason == "nul-bytes":
                 n = d.message.split(" ", 1)[0]
-                add(reason, nbytes=int(n) if n.isdigit() else 0)
+                add(reason, nbytes=int(n) if n.isdecimal() else 0)
             elif reason == "long-lines-cut":
                 add(reason, lines=dg.lines_capped)
             else:
