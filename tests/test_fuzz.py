@@ -308,3 +308,41 @@ def test_pattern_timeout_in_process(tmp_path):
     eng = Engine(user, "regex")
     dg = digest_of(eng, ("a" * 5000 + "b\n") * 50 + "aaaa\n")
     assert [x.message.split(":")[0] for x in dg.diagnostics] == ["rule slow.catastrophic"]
+
+
+# --- paths: identity from names, discovery of odd folders -------------------------------------------
+
+NAME = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="/\x00"), min_size=1, max_size=12)
+
+
+@FUZZ
+@given(parts=st.lists(st.one_of(NAME, st.sampled_from(["attempt_0", "attempt_12", "3", "²", "٣", "node-7", "nid001234",
+                                                         "slurm-42_7.out", "rank-3.log", "stderr.log", "error.json"])),
+                      min_size=1, max_size=6))
+def test_identity_from_any_path(parts):
+    from correlator.sources import identity_from_path
+
+    info = identity_from_path("/".join(parts))
+    for v in (info.file_rank, info.file_local_rank, info.attempt):
+        assert v is None or (isinstance(v, int) and v >= 0)
+
+
+@FUZZ
+@given(names=st.lists(NAME, min_size=1, max_size=8, unique=True))
+def test_discover_odd_names(tmp_path_factory, names):
+    from correlator.sources import discover
+
+    base = tmp_path_factory.mktemp("d")
+    made = []
+    for n in names:
+        if n in (".", ".."):
+            continue
+        p = base / n
+        try:
+            p.write_bytes(b"x\n")
+        except OSError:
+            continue  # a name this file system refuses
+        made.append(p)
+    found, diags = discover([str(base), str(base / "*[")])
+    accounted = {s.path for s in found} | {d.path for d in diags}
+    assert all(str(p) in accounted for p in made)  # read, or a diagnostic says why not
