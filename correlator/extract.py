@@ -195,6 +195,10 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
     if origin is not None:
         host = host or origin[0]
         pid = pid or origin[1]
+    if host is None and prefix.host:
+        host = prefix.host
+    if pid is None and prefix.pid is not None:
+        pid = prefix.pid
     task = prefix.task
     if task is None and caps.get("tasks", "").isdecimal():
         task = int(caps["tasks"])  # srun's "task 2: Out Of Memory": the line is about that task

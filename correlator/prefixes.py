@@ -14,6 +14,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # One or more stacked prefixes at the start of a line. Order in real logs: srun label, then the
 # torchrun --tee tag, then PyTorch's own rank tag; mpirun's --tag-output tag stands alone.
 _PREFIX = re.compile(
+    # Ray prints an actor tag first: "(WorkerDict pid=26110, ip=10.0.0.7) "
+    r"(?:\((?P<actor>[A-Za-z_][\w.]{0,60}) pid=(?P<pid>\d{1,9})(?:, ip=(?P<ip>[\d.]{7,15}))?\) )?"
+    # pdsh (DeepSpeed multi-node, clush) prints the host: "worker-1: ", "gpu-a09: "; it must hold a
+    # digit and not be a word that ends many plain messages ("rank0: ", "epoch1: ")
+    r"(?:(?P<host>(?!slurmstepd|(?:rank|local_rank|step|epoch|iter|iteration|cuda|device|batch|layer|loss|gpu\d|GPU)\d*[:\s])"
+    r"[A-Za-z][A-Za-z0-9_-]{0,40}\d[A-Za-z0-9_.-]{0,40}): )?"
     r"(?:\s{0,6}(?P<task>\d{1,6}): )?"
     r"(?:\[(?!rank\d)(?P<role>[A-Za-z_][A-Za-z_]*?)(?P<local>\d{1,5})\]:)?"
     r"(?:\[rank(?P<rank>\d{1,6})\]:)?"
@@ -35,10 +41,14 @@ class Prefix:
     rank: int | None
     #: characters of the raw line the prefixes took
     length: int
+    #: the host a pdsh prefix (or Ray's ``ip=``) names
+    host: str | None = None
+    #: the process a Ray actor tag names
+    pid: int | None = None
 
     @property
-    def key(self) -> tuple[int | None, int | None, int | None]:
-        return (self.task, self.local_rank, self.rank)
+    def key(self) -> tuple:
+        return (self.task, self.local_rank, self.rank, self.host, self.pid)
 
 
 NO_PREFIX = Prefix(None, None, None, 0)
@@ -64,11 +74,19 @@ def split_prefix(line: str) -> tuple[Prefix, str]:
     task = int(m.group("task")) if m.group("task") else None
     local = int(m.group("local")) if m.group("local") else None
     rank = int(m.group("rank")) if m.group("rank") else None
+    host = m.group("host") or m.group("ip")
+    pid = int(m.group("pid")) if m.group("pid") else None
     msg = line[end:]
+    if rank is None and local is None and task is None and (host or pid):
+        mp = _MPI.match(msg)  # pdsh in front of mpirun's tag
+        if mp:
+            rank = int(mp.group("rank"))
+            end += mp.end()
+            msg = msg[mp.end():].lstrip(" ")
     # PyTorch adds a space after its tag in some versions ("[rank3]: Traceback")
     if rank is not None and msg.startswith(" "):
         msg = msg[1:]
-    return Prefix(task, local, rank, end), msg
+    return Prefix(task, local, rank, end, host, pid), msg
 
 
 def frame_at(line: str, pos: int) -> str:

@@ -41,3 +41,19 @@ def test_progress_frame_and_ansi():
 def test_split_never_raises(text):
     p, msg = split_prefix(text)
     assert text.endswith(msg) or msg == text[p.length + 1:]
+
+
+@pytest.mark.parametrize(("line", "host", "pid", "rank", "msg"), [
+    ("worker-1: [2023-04-14 13:11:27,885] [INFO] x", "worker-1", None, None, "[2023-04-14 13:11:27,885] [INFO] x"),
+    ("gpu-a09: [default3]:[rank25]: boom", "gpu-a09", None, 25, "boom"),
+    ("(WorkerDict pid=26110, ip=10.0.0.7) [rank7]:[W1120 x] y", "10.0.0.7", 26110, 7, "[W1120 x] y"),
+    ("node001: [1,25]<stdout>:msg", "node001", None, 25, "msg"),
+    ("rank0: loss 2.3", None, None, None, "rank0: loss 2.3"),
+    ("ERROR: boom", None, None, None, "ERROR: boom"),
+    ("epoch1: x", None, None, None, "epoch1: x"),
+    ("slurmstepd-ideafix03: error: Detected 1 oom_kill event", None, None, None,
+     "slurmstepd-ideafix03: error: Detected 1 oom_kill event"),
+])
+def test_pdsh_and_ray_prefixes(line, host, pid, rank, msg):
+    p, m = split_prefix(line)
+    assert (p.host, p.pid, p.rank, m) == (host, pid, rank, msg)
