@@ -82,7 +82,10 @@ def evaluate(job: Path, truth: Truth, engine: Engine, rules) -> Outcome:
     digests = run_local(srcs, spec, engine, 1)
     rep = correlate(digests, rules, diags)
     rc = rep.root_cause
-    coll_pred = {r.rank for r in rep.ranks if r.state.value == "collateral"}
+    # ranks that printed a collateral failure (the generator's truth: ranks with errors after the root;
+    # ranks that were only stopped by their launcher are teardown, not counted here)
+    coll_pred = {e.rank for e in rep.timeline if e.rank is not None and e.label in ("collateral", "independent")
+                 and (rc is None or e.rank != rc.rank)}
     coll_true = set(truth.collateral_ranks)
     roles = {r.id: r.role for r in rules}
     return Outcome(

@@ -123,8 +123,17 @@ def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> 
             inferred = True
     if rank is None and task is not None and local is None and path not in imap.task_is_node:
         rank = task  # plain srun: one task per rank
-    if rank is None and host and who.pid is not None:
-        rank = imap.by_host_pid.get((host, who.pid))
+    if rank is None and who.pid is not None:
+        # an agent's line about a worker pid ("Sending process 1234 closing signal SIGTERM"): the
+        # failure tables and NCCL init lines say which rank that pid was
+        h = host or (imap.host_of_task.get((g, task)) if task is not None else None) or \
+            (imap.host_of_node.get(node) if node is not None else None)
+        if h:
+            rank = imap.by_host_pid.get((h, who.pid))
+        if rank is None:
+            hits = {r for (hh, pid), r in imap.by_host_pid.items() if pid == who.pid}
+            if len(hits) == 1:  # pids are unique enough when only one host has this one
+                rank = hits.pop()
     if rank is None and node is not None and local is not None:
         rank = imap.by_node_local.get((node, local))
     if rank is None and local is not None and imap.single_node and node is None:
