@@ -346,6 +346,7 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class TimelineEvent:
+    #: clock-corrected UTC time (ISO-8601); ``time_kind`` says whether the line carried it
     time: str | None
     rank: int | None
     host: str | None
@@ -428,8 +429,12 @@ class Report:
     diagnostics: tuple[Diagnostic, ...]
     stats: Stats
     chain: tuple[ChainLink, ...] = ()
-    #: job facts: id, hosts, ranks, time span, time zone assumed, attempts
+    #: job facts: ``id`` (str), ``ranks`` (int), ``hosts`` (list[str]), ``start``/``end`` (ISO-8601 of
+    #: the first/last stamp seen), ``procs_per_node`` (int|None), ``attempts`` (list[int]), and when
+    #: torchrun printed failure tables ``launcher_root_cause_tables`` (list of {node, rank, local_rank,
+    #: exitcode, time}: each node agent's "Root Cause (first observed failure)")
     job: dict[str, object] = field(default_factory=dict)
-    #: one verdict per torchelastic attempt when there were restarts (last attempt first)
+    #: one verdict per torchelastic attempt when there were restarts (last attempt first), each
+    #: {attempt: int, verdict: str, rank: int|None, rule: str|None, time: str|None}
     attempts: tuple[dict[str, object], ...] = ()
     schema: str = "correlate.report/1"
