@@ -25,6 +25,28 @@ A failing job follows the cascade seen in real jobs:
 * ``srun: error: host: task N: Exited with exit code 1`` lines, and sometimes a user ``scancel`` of a
   node stuck in NCCL abort (``slurmstepd: error: *** STEP ... CANCELLED AT ... ***``).
 
+Who is silent after the root event
+----------------------------------
+The ranks that wait for the root in the collective it never joins were synchronised by the previous
+collective: they enqueue the stuck one within 80 ms of each other, and their watchdogs poll every 100 ms
+(``ran for 6000xx milliseconds``, under 100 ms over the timeout, as in real logs). Every way such a rank
+ends (the watchdog's comm abort and ``terminate``, or a Python ``DistBackendError`` followed by interpreter
+shutdown) takes longer than that window, so an agent's SIGTERM or an ``srun --kill-on-bad-exit`` kill
+triggered by a sibling's exit never reaches a waiting rank before its own timeout is printed. A stuck node
+hangs in abort *after* printing its timeouts. A process prints nothing after it died, and
+``Truth.collateral_ranks`` is exactly the non-root ranks that print failure output (timeouts, tracebacks,
+aborts, ``NCCL WARN``). The only non-root ranks that print nothing after the root event are:
+
+* the other workers on the root's node when its torchrun agent sees the root exit: the agent SIGTERMs
+  them (``Sending process PID closing signal SIGTERM``; the PID is in their NCCL INFO lines) long before
+  their 600 s timeout, and they die without output (the same holds for a ``secondary`` failure's node);
+* with ``srun --kill-on-bad-exit`` and a ``secondary`` failure (hand-made variants only), the ranks srun
+  kills when that rank exits.
+
+So in ``nccl-hang`` the culprit is the one rank missing from the SeqNum timeout pattern (its own node's
+workers time out too, and only then does their agent SIGTERM it); with the 2.8 flight recorder a
+``culprit_dump`` culprit also reports ``Last enqueued NCCL work`` below the stuck SeqNum.
+
 Message texts are the ones the real software prints (PyTorch ``ProcessGroupNCCL.cpp`` for several
 releases, torchelastic, NCCL, Slurm, Lightning, CPython); the sources are listed in
 ``sample_logs/README.md``. Stack-frame line numbers are representative of the release a profile models,
@@ -156,7 +178,7 @@ class _Profile:
     glog_stamp: bool           # [E1121 10:53:32.123456789 ProcessGroupNCCL.cpp:616] vs [E ProcessGroupNCCL.cpp:475]
     agent_glog: bool           # W0302 14:17:31.412000 139 .../api.py:897] vs [2026-...] torch.distributed...: [WARNING]
     monitor_interval: float    # torchrun --monitor-interval default
-    abort_delay: tuple[float, float]
+    abort_delay: tuple[float, float]   # watchdog timeout -> terminate (comm abort, flight-recorder dump)
     pg: str                    # how the process group is named in watchdog lines
     src: str                   # source prefix in "Exception raised from ... at <src>/ProcessGroupNCCL.cpp"
     ln: Mapping[str, int]
@@ -169,7 +191,7 @@ class _Profile:
 PROFILES: dict[str, _Profile] = {
     # torch 2.1-era: no [rankN]: prefix, undated glog tags, bracketed agent logging.
     "2.1": _Profile(
-        "2.1", "2.1.2", "3.10", "2.18.1", "12.1", False, False, False, 5.0, (0.005, 0.08),
+        "2.1", "2.1.2", "3.10", "2.18.1", "12.1", False, False, False, 5.0, (0.25, 0.9),
         "[Rank {r}]", "../torch/csrc/distributed/c10d",
         {"wd": 474, "some": 455, "avoid": 460, "check": 525, "dsync": 1203},
         {"errors": 346, "main": 806, "run": 797, "call": 134, "launch": 264},
@@ -227,6 +249,17 @@ _CUDA_ASYNC = [
     "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
 ]
+# Timing of the ranks that wait in the collective the root never joins. They were synchronised by the
+# previous collective, so they enqueue the stuck one within _ENQUEUE_SPREAD_S of each other; their watchdogs
+# poll every _WATCHDOG_POLL_S (ProcessGroupNCCL kWatchdogThreadSleepMillis = 100), so "ran for" is 600000 plus
+# under 100 ms, as in real logs. Every way a waiting rank can end (abort, Python DistBackendError exit)
+# takes longer than that window, so no agent SIGTERM or srun kill triggered by a sibling's exit can reach
+# a waiting rank before its own timeout is printed (checked below and by tests/test_synth.py).
+_ENQUEUE_SPREAD_S = 0.08
+_WATCHDOG_POLL_S = 0.1
+_PY_EXIT_S = (0.25, 0.8)      # DistBackendError traceback -> process exit (interpreter shutdown tears down the PG)
+_COORD_CHECK_S = 1.0          # 2.8 heartbeat monitor polls the TCPStore dump key (TORCH_NCCL_COORD_CHECK_MILSEC)
+assert min([_PY_EXIT_S[0]] + [pr.abort_delay[0] for pr in PROFILES.values()]) > _ENQUEUE_SPREAD_S + _WATCHDOG_POLL_S
 _SIGNAMES = {6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS"}
 _STRSIGNAL = {6: "Aborted", 9: "Killed", 11: "Segmentation fault", 15: "Terminated", 7: "Bus error"}
 
@@ -953,8 +986,13 @@ class _Job:
     # ---------------------------------------------------------------- NCCL watchdog output
     def timeout_lines(self, r: int, t: float, seq: int, op: str, numel: int, ran_ms: int, *,
                       enq: int, comp: int, first_dump: bool, observed_from: tuple[int, float] | None,
-                      mode: str) -> tuple[float, list[str] | None]:
-        """Watchdog timeout output of a collateral rank: (exit time, Python traceback block if it raised)."""
+                      mode: str) -> tuple[float, list[str] | None, float]:
+        """Watchdog timeout output of a collateral rank detected at ``t``.
+
+        ``observed_from``: (first rank that timed out, time this rank's heartbeat monitor saw its dump signal
+        in the TCPStore), 2.8 only. Returns (process exit time, Python traceback block if it raised, time of
+        the exception).
+        """
         p, n, L = self.p, self.workers[r].node, self.p.ln
         work = self.work(seq, op, numel, numel)
         wd_msg = f"[Rank {r}] Watchdog caught collective operation timeout: {work} ran for {ran_ms} milliseconds before timing out."
@@ -962,8 +1000,7 @@ class _Job:
         g = lambda tt, key: self.glog(n, tt, "ProcessGroupNCCL.cpp", L[key])  # noqa: E731
         t_abort = t + self.rng.uniform(*p.abort_delay)
         if p.fr == "stack" and observed_from is not None:
-            src_rank, t_first = observed_from
-            to = t_first + self.rng.uniform(0.05, max(0.06, min(0.9, t - t_first - 0.02)))
+            src_rank, to = observed_from
             self.w(r, to, f"{g(to, 'observed')} {pg} Observed flight recorder dump signal from another rank via TCPStore.", "glog")
             self.w(r, to + 0.0002, f"{g(to + 0.0002, 'dump')} {pg} Received a dump signal due to a collective timeout from  rank "
                                    f"{src_rank} and we will try our best to dump the debug info. Last enqueued NCCL "
@@ -1020,12 +1057,12 @@ class _Job:
             if p.key != "2.1":
                 self.w(r, t_exit + 0.01, f"{self.glog(n, t_exit, 'ProcessGroupNCCL.cpp', L['some'])} [Rank {r}] {_SOME_NCCL}", "glog")
                 self.w(r, t_exit + 0.01, f"{self.glog(n, t_exit, 'ProcessGroupNCCL.cpp', L['avoid'])} [Rank {r}] {_AVOID}", "glog")
-            return t_exit + 0.05, blk
+            return t_exit + self.rng.uniform(*_PY_EXIT_S), blk, t_exit
         if p.key != "2.1":
             self.w(r, t_abort, f"{g(t_abort, 'some')} [Rank {r}] {_SOME_NCCL}", "glog")
             self.w(r, t_abort, f"{g(t_abort, 'avoid')} [Rank {r}] {_AVOID}", "glog")
         self.abort_block(r, t_abort + 0.002, wd_msg, "checkTimeout")
-        return t_abort + 0.02, None
+        return t_abort + 0.02, None, t_abort
 
     def cpp_frames(self, where: str) -> list[str]:
         lib = f"{self.site}/torch/lib"
@@ -1509,6 +1546,7 @@ class _Job:
             t_fail = self.step_time(last_logged) + rng.uniform(0.2, 0.9) * self.step_dt
             self.root_time = t_fail
             seq_h = self.seq_of_step(last_logged) + 1
+            fail_step = last_logged     # its last step line; it never joins the next collective
             rw.state = "silent"
         if root_exit:
             rw.exit_t, rw.exit_code = root_exit
@@ -1527,16 +1565,22 @@ class _Job:
                 secondary = self.o.secondary_rank
             elif cands:
                 secondary = self.pick_secondary(cands)
+        # when the waiting ranks enqueue the collective the root never joins (all within _ENQUEUE_SPREAD_S)
+        if f.mechanism == "hang":
+            t_coll = t_fail
+        elif f.saves == "rank0":      # the others go straight to the barrier while rank 0 writes
+            t_coll = self.step_time(fail_step) + 0.35 + rng.uniform(0.0, 0.3)
+        elif rng.random() < 0.5:      # they were already waiting when the root failed
+            t_coll = t_fail - rng.uniform(0.0, 0.6 * self.step_dt)
+        else:                         # they reach it a little after
+            t_coll = t_fail + rng.uniform(0.0, 0.5 * self.step_dt)
         for wk in self.workers:
             if wk.rank == root or wk.rank == secondary:
                 continue
             if agent_kills_root_node and wk.node == rn:
                 continue
-            t_enter = (t_fail - rng.uniform(0.0, 0.6 * self.step_dt)) if rng.random() < 0.5 else \
-                (t_fail + rng.uniform(0.0, 0.5 * self.step_dt))
-            if f.mechanism == "hang":
-                t_enter = t_fail + rng.uniform(0.0, 0.08)
-            ran_ms = 600000 + rng.randrange(1, 950)
+            t_enter = t_coll + rng.uniform(0.0, _ENQUEUE_SPREAD_S)
+            ran_ms = 600000 + rng.randrange(1, int(_WATCHDOG_POLL_S * 1000))
             plan.append((t_enter + ran_ms / 1000.0, wk.rank, ran_ms))
         plan.sort()
         if plan:
@@ -1556,9 +1600,13 @@ class _Job:
             wk = self.workers[r]
             mode = "python" if rng.random() < p_mode else "abort"
             observed = None
-            if p.fr == "stack" and first_timeout and r != first_timeout[1] and t_to > first_timeout[0] + 0.3:
-                observed = (first_timeout[1], first_timeout[0])
-            t_exit, pyblk = self.timeout_lines(r, t_to, seq_h, op, numel, ran_ms, enq=seq_h, comp=seq_h - 1,
+            if p.fr == "stack" and first_timeout and r != first_timeout[1]:
+                # the heartbeat monitor polls the TCPStore; it reports the first rank's dump signal only if
+                # that poll comes before this rank's own watchdog detects the timeout
+                t_obs = first_timeout[0] + rng.uniform(0.02, _COORD_CHECK_S)
+                if t_obs < t_to - 0.001:
+                    observed = (first_timeout[1], t_obs)
+            t_exit, pyblk, t_exc = self.timeout_lines(r, t_to, seq_h, op, numel, ran_ms, enq=seq_h, comp=seq_h - 1,
                                         first_dump=(first_timeout is not None and r == first_timeout[1]),
                                         observed_from=observed, mode=mode)
             wk.state = "collateral"
@@ -1568,7 +1616,7 @@ class _Job:
                 continue
             wk.exit_t, wk.exit_code = t_exit, (1 if mode == "python" else -6)
             if pyblk is not None and self.o.record and self.has_agent:
-                wk.error_ts = t_exit - 0.04
+                wk.error_ts = t_exc
                 wk.error_json = self.error_file_json(r, wk.error_ts, [pyblk], [])
         if f.mechanism == "hang" and self.o.culprit_dump and first_timeout:
             to = first_timeout[0] + rng.uniform(0.3, 1.0)

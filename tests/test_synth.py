@@ -97,6 +97,7 @@ def test_every_fault_and_layout(tmp_path: Path, fault: str, layout: str) -> None
         assert len(t.collateral_ranks) >= 1
     else:
         assert t.root_rank is None and t.root_host is None and t.collateral_ranks == ()
+    _check_silence(tmp_path, t)
     names = [Path(f).name for f in t.files]
     if layout == "per-rank":
         assert sum(1 for n in names if re.fullmatch(r"(rank-\d+|slurm-\d+_\d+)\.out", n)) == 16
@@ -137,6 +138,122 @@ def test_silent_culprit_prints_nothing_and_everyone_else_times_out_on_one_seq(tm
             for r in range(16)}
     assert last[11] == min(last.values())
     assert "CANCELLED AT" in (tmp_path / next(f for f in t.files if re.fullmatch(r"slurm-\d+\.out", f))).read_text()
+
+
+# ------------------------------------------------------------------- who prints what after the root
+
+
+_FAILURE = re.compile(r"Watchdog caught collective operation timeout|NCCL WARN|Traceback \(most recent call last\)|"
+                      r"terminate called after throwing|Fatal Python error|dump signal")
+_INIT = re.compile(r"\] NCCL INFO .*\brank (\d+) nranks \d+ cudaDev (\d+) ")
+_TIMEOUT = re.compile(r"\[Rank (\d+)\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+),.*? ran for "
+                      r"(\d+) milliseconds")
+
+
+def _worker_lines(d: Path, t: Truth) -> tuple[dict[int, list[str]], int]:
+    """Each rank's own output lines (as the layout attributes them) and the GPUs per node."""
+    files = {f: (d / f).read_text(encoding="utf-8") for f in t.files if not f.endswith(".json")}
+    gpn = 1 + max(int(m.group(2)) for text in files.values() for m in _INIT.finditer(text))
+    out: dict[int, list[str]] = {r: [] for r in range(t.ranks)}
+    for f, text in files.items():
+        lines = text.splitlines()
+        if t.layout == "per-rank":
+            m = re.fullmatch(r"(?:rank-(\d+)|slurm-\d+_(\d+))\.out", Path(f).name)
+            if m:
+                out[int(m.group(1) or m.group(2))] += lines
+        elif t.layout == "torchelastic":
+            m = re.match(r"node-(\d+)/[^/]+/attempt_0/(\d+)/std(?:out|err)\.log$", f)
+            if m:
+                out[int(m.group(1)) * gpn + int(m.group(2))] += lines
+        elif t.layout == "srun-combined":
+            for line in lines:
+                m = re.match(r"(\d+): \[default(\d+)\]:", line)
+                if m:
+                    out[int(m.group(1)) * gpn + int(m.group(2))].append(line)
+        else:  # torchrun-combined: every worker line carries [rankN]: (after tqdm frames glued in front)
+            for line in lines:
+                m = re.search(r"\[rank(\d+)\]:", line)
+                if m:
+                    out[int(m.group(1))].append(line)
+    return out, gpn
+
+
+def _check_silence(d: Path, t: Truth) -> None:
+    """Truth.collateral_ranks are exactly the non-root ranks that print failure output, and every other
+    non-root rank's silence has the one documented cause: it is on the root's node and the root's agent
+    SIGTERMed it (by PID). In nccl-hang nobody but the culprit is silent."""
+    lines, gpn = _worker_lines(d, t)
+    printers = {r for r, ls in lines.items() if r != t.root_rank and any(_FAILURE.search(x) for x in ls)}
+    assert printers == set(t.collateral_ranks), (sorted(printers ^ set(t.collateral_ranks))[:10], d)
+    if t.root_rank is None:
+        assert not printers
+        return
+    silent = set(range(t.ranks)) - printers - {t.root_rank}
+    assert all(r // gpn == t.root_rank // gpn for r in silent), (sorted(silent)[:10], t.root_rank, gpn, d)
+    if silent:
+        assert t.layout != "per-rank" and t.fault != "nccl-hang", sorted(silent)[:10]
+        everything = _read_all(d)
+        for r in silent:
+            pid = next(m.group(1) for x in lines[r] for m in [re.search(r":(\d+):\1 \[\d+\] NCCL INFO Bootstrap", x)] if m)
+            assert f"Sending process {pid} closing signal SIGTERM" in everything, (r, pid)
+    if t.fault == "nccl-hang":
+        seqs: dict[int, set[str]] = {}
+        for r, ls in lines.items():
+            for x in ls:
+                m = _TIMEOUT.search(x)
+                if m:
+                    assert int(m.group(1)) == r
+                    assert 600000 <= int(m.group(3)) < 600100, x
+                    seqs.setdefault(r, set()).add(m.group(2))
+        assert set(seqs) == set(range(t.ranks)) - {t.root_rank}, sorted(set(range(t.ranks)) - set(seqs))
+        assert len(set().union(*seqs.values())) == 1
+
+
+def test_suite_collateral_ranks_print_and_only_the_roots_node_is_silent(tmp_path: Path) -> None:
+    # jobs 0..16 are one of each fault; job 11 is the 1024-rank nccl-hang where eleven non-culprit ranks
+    # used to be SIGTERMed by their agent before their own watchdog fired (printing nothing at all)
+    res = generate_suite(tmp_path, jobs=len(FAULTS), seed=1)
+    assert res[11][1].fault == "nccl-hang" and res[11][1].ranks == 1024
+    for d, t in res:
+        _check_silence(d, t)
+
+
+@pytest.mark.parametrize("torch_version", sorted(synth.PROFILES))
+def test_nccl_hang_culprit_is_the_only_rank_missing_from_the_timeouts(tmp_path: Path, torch_version: str) -> None:
+    for i, layout in enumerate(("srun-combined", "torchrun-combined")):
+        t = generate_job(tmp_path / layout, fault="nccl-hang", ranks=256 if i == 0 else 64, layout=layout, seed=41,
+                         lines_per_rank=12, torch_version=torch_version)
+        _check_silence(tmp_path / layout, t)
+        assert str(t.ranks - 1) in t.description
+
+
+def test_no_waiting_rank_is_killed_before_its_own_timeout(tmp_path: Path) -> None:
+    """Internal check over many seeds: a rank planned to time out is never ended (SIGTERM, srun kill)
+    before its watchdog fires, and an error.json is never stamped after its process died."""
+    seen = 0
+    orig = synth._Job.timeout_lines
+
+    def spy(self, r, t, *a, **k):  # type: ignore[no-untyped-def]
+        self._spy[r] = t
+        return orig(self, r, t, *a, **k)
+
+    for seed in range(12):
+        for fault in ("nccl-hang", "cuda-oom", "storage-eio", "storage-exdev", "nccl-ib-error"):
+            rng = synth.random.Random(f"t:{seed}:{fault}")
+            job = synth._Job(fault=FAULTS[fault], ranks=128, layout=rng.choice(LAYOUTS), seed=seed, gpn=8, max_skew_s=0.0,
+                             drop=0.0, lines_per_rank=12, rng=rng, root_rank=None, host_prefix=None, job_id=None,
+                             torch_version=None, skew=None, variant=None)
+            job._spy = {}  # type: ignore[attr-defined]
+            job.timeout_lines = spy.__get__(job)  # type: ignore[method-assign]
+            job.simulate()
+            for w in job.workers:
+                t_to = job._spy.get(w.rank)  # type: ignore[attr-defined]
+                if t_to is not None and w.exit_t is not None:
+                    assert w.exit_t > t_to, (fault, seed, job.layout, w.rank)
+                    seen += 1
+                if w.error_ts is not None and w.exit_t is not None:
+                    assert w.error_ts < w.exit_t
+    assert seen > 1000
 
 
 def test_multinode_tables_disagree(tmp_path: Path) -> None:
