@@ -448,9 +448,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             e.label = Label.ROOT
         elif role is Role.PRIMARY:
             if verdict is Verdict.ROOT_CAUSE and e.rank is not None and e.rank == root_rank:
-                # the same failure printed again on the root rank (a wrapper, the agent's copy of its
-                # traceback) is part of the root event; anything else it printed is a consequence
-                e.label = Label.ROOT if root_ev is not None and e.rule.id == root_ev.rule.id else Label.COLLATERAL
+                e.label = Label.COLLATERAL
             elif e.rule.priority < GENERIC_PRIORITY or not _is_candidate(e, signalled) or verdict is Verdict.JOB_LEVEL:
                 e.label = Label.COLLATERAL
             elif root_ev is not None and any(t.m is e.m for t in tie):
@@ -508,9 +506,13 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
     root_t = out.root_ev.t if out.root_ev is not None else None
     by: dict[tuple[str, str], list[Ev]] = defaultdict(list)
     items: list[CollateralItem] = []
+    root_rank = out.root_ev.rank if out.root_ev is not None else None
+    root_rule = out.root_ev.rule.id if out.root_ev is not None else None
     for e in out.events:
         if e.label is Label.ROOT:
             continue
+        if root_rank is not None and e.rank == root_rank and e.rule.id == root_rule:
+            continue  # the root failure printed again (a wrapper, the agent's copy): part of the root event
         by[(e.rule.id, e.label.value)].append(e)
         if e.label in (Label.COLLATERAL, Label.TEARDOWN, Label.INDEPENDENT, Label.JOB):
             items.append(CollateralItem(
