@@ -766,6 +766,27 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             prefix = who_of.get(k, NO_PREFIX)
             writers[k] = _Writer(who=_who(state.src, prefix, {}, ""))
 
+    # a writer without a host takes the one its first NCCL line names (anchors made before that
+    # line keep the writer as it was)
+    switched: dict[tuple, tuple[int, Who]] = {}
+    i = data.find(b" NCCL ")
+    while i >= 0:
+        ls, le = span(data.rfind(b"\n", 0, i) + 1)
+        k = _parse_line(data[ls:le])[0].key if ls in excluded else plain
+        w = writers.get(k)
+        if w is not None and w.who.host is None:
+            origin = nccl_origin(_parse_line(data[ls:le])[1])
+            if origin is not None:
+                switched[k] = (ls, w.who)
+                w.who = Who(w.who.rank, w.who.local_rank, w.who.task, origin[0], origin[1])
+        i = data.find(b" NCCL ", le)
+        if le >= n:
+            break
+
+    def who_at(k: tuple, s: int) -> Who:
+        sw = switched.get(k)
+        return sw[1] if sw is not None and s < sw[0] else writers[k].who
+
     new: list[tuple[int, str, tuple, Anchor]] = []
     for k in first_line:
         w = writers[k]
@@ -784,7 +805,7 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             # progress counts on the first stamped line, and after it on lines naming step/iter/Step
             eligible = [(s, step, raw) for s, step, raw in progress.get(k, ())
                         if s == f_at or (s > f_at and (b"step" in raw or b"iter" in raw or b"Step" in raw))]
-            new += _progress_facts(state, w, k, anchors, eligible, stamp, head=True)
+            new += _progress_facts(state, w, k, anchors, eligible, stamp, head=True, who_at=who_at)
             continue
         if mine is None:
             body = data[:-1] if data.endswith(b"\n") else data
@@ -805,7 +826,7 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             assert p is not None
             w.last_ns = p.time_ns
             state.last_stamp[k] = p.time_ns
-        new += _progress_facts(state, w, k, anchors, progress.get(k, []), stamp, head=False)
+        new += _progress_facts(state, w, k, anchors, progress.get(k, []), stamp, head=False, who_at=who_at)
     for _s, _step, akey, anchor in sorted(new, key=lambda x: x[0]):
         anchors[akey] = anchor
     return True
@@ -816,7 +837,8 @@ _FAST_MAX_PREFIXED = 4096
 
 
 def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, Anchor],
-                    progress: list[tuple[int, int, bytes]], stamp, head: bool) -> list[tuple[int, str, tuple, Anchor]]:
+                    progress: list[tuple[int, int, bytes]], stamp, head: bool,
+                    who_at) -> list[tuple[int, str, tuple, Anchor]]:
     """The last step and the new step anchors of one writer from its progress lines, as the
     line-by-line loop would find them, parsing as few stamps as that allows. Anchors are
     returned with their line offsets, for the caller to insert in line order."""
@@ -848,7 +870,7 @@ def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, 
         for s in starts:
             p = stamp(s)
             if p is not None:
-                out.append((s, str(step), akey, Anchor("step", str(step), w.who, p.time_ns, state.src.path)))
+                out.append((s, str(step), akey, Anchor("step", str(step), who_at(key, s), p.time_ns, state.src.path)))
                 break
     return out
 

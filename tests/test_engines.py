@@ -1,0 +1,254 @@
+"""Engines and the fast paths of the hot path give exactly what the plain serial path gives.
+
+- a big file split into pieces scanned elsewhere == the serial scan of the file (property test);
+- the local pool == one process; Dask (a LocalCluster with two workers) == local;
+- the scalar fallback scanner gives the same report as Hyperscan on every sample and real job;
+- the Hyperscan window facts == the line-by-line window facts (property test);
+- the one-copy buffer cut == the two-copy cut it replaces (property test).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from correlator import engines
+from correlator import extract as ex
+from correlator.extract import Engine, ExtractOptions, extract
+from correlator.model import SourceInfo
+from correlator.pipeline import Options, analyze
+from correlator.report import render
+from correlator.scan import hyperscan_available
+from correlator.sources import identity_from_path
+from correlator.timestamps import resolve_tz
+
+from conftest import ROOT
+from jobs import T0, combined_srun, glog, py, rank_lines
+
+UTC = resolve_tz("UTC")
+needs_hs = pytest.mark.skipif(not hyperscan_available(), reason="hyperscan not installed")
+
+
+def _comparable(report) -> dict:
+    doc = json.loads(render(report, "json"))
+    for k in ("seconds", "engine", "scanner"):
+        doc.get("stats", {}).pop(k, None)
+    return doc
+
+
+def _job_text(rnd: random.Random, n: int = 8, per_node: int = 4) -> bytes:
+    """A combined srun stream with noise, unstamped traceback lines and interleaving, so that
+    candidates, inherited times and context lines fall on both sides of any cut."""
+    root = rnd.randrange(n)
+    per = rank_lines(n, per_node, root, fault=rnd.choice(["eio", "oom"]), steps=rnd.randint(2, 6))
+    lines = []
+    queues = {r: list(ls) for r, ls in per.items()}
+    while queues:
+        r = rnd.choice(sorted(queues))
+        for _ in range(rnd.randint(1, 3)):
+            if not queues.get(r):
+                break
+            lines.append(f"{r // per_node}: [default{r % per_node}]:[rank{r}]:{queues[r].pop(0)}")
+        if not queues[r]:
+            del queues[r]
+        if rnd.random() < 0.3:
+            lines.append(f"{rnd.randrange(n // per_node)}: noise line {rnd.random()} step={rnd.randint(0, 9)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _pieces(engine: Engine, data: bytes, cuts: list[int]):
+    """What the pool's workers return for ``data`` cut at the line starts after ``cuts``."""
+    bounds, pos = [], 0
+    for c in sorted(set(cuts)):
+        nl = data.find(b"\n", max(c, pos))
+        if nl < 0 or nl + 1 >= len(data):
+            break
+        bounds.append((pos, nl + 1))
+        pos = nl + 1
+    bounds.append((pos, len(data)))
+    return (engines._scan_bytes(engine, data[a:b], a, b) for a, b in bounds if b > a)
+
+
+# --- split file == serial ------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=20000), max_size=12),
+       st.sampled_from([None, 64, 300, 4096]))
+def test_split_file_merges_exactly_as_the_serial_scan(engine, rnd, cuts, chunk):
+    data = _job_text(rnd)
+    opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+    src = SourceInfo(path="job.out", kind="memory", size=len(data))
+    serial = extract(src, engine, opts, stream=io.BytesIO(data))
+    split = extract(src, engines._ReplayEngine(engine, engines.ReplayScanner(_pieces(engine, data, cuts))),  # type: ignore[arg-type]
+                    opts, stream=io.BytesIO(data))
+    assert split == serial
+
+
+def test_piece_bounds_are_line_starts(tmp_path):
+    data = _job_text(random.Random(3)) * 40
+    p = tmp_path / "big.out"
+    p.write_bytes(data)
+    bounds = engines.piece_bounds(str(p), len(data), piece=5000)
+    assert bounds[0][0] == 0 and bounds[-1][1] == len(data)
+    assert all(a == b for (_, a), (b, _) in zip(bounds, bounds[1:]))
+    assert all(data[a - 1:a] == b"\n" for a, _ in bounds[1:])
+    assert len(bounds) > 10
+
+
+def test_pool_with_a_split_file_equals_one_process(tmp_path, rules, monkeypatch):
+    rnd = random.Random(11)
+    big = b"".join(_job_text(rnd, n=16) for _ in range(30))
+    (tmp_path / "slurm-4242.out").write_bytes(big)
+    for r in range(3):  # and a few whole files beside it
+        (tmp_path / f"rank-{r}.log").write_bytes(b"\n".join(
+            f"{py(T0)} - train - INFO - step={s} rank {r}".encode() for s in range(200)) + b"\n")
+    monkeypatch.setattr(engines, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(engines, "SPLIT_MIN_BYTES", 1000)
+    monkeypatch.setattr(engines, "PIECE_BYTES", 7000)
+    srcs = [replace(identity_from_path(str(p)), size=p.stat().st_size) for p in sorted(tmp_path.iterdir())]
+    eng = Engine(rules)
+    spec = engines.EngineSpec((), True, None, ExtractOptions(tz=UTC))
+    pooled = engines.run_local(srcs, spec, eng, 2)
+    serial = engines.run_local(srcs, spec, eng, 1)
+    assert pooled == serial
+    assert sum(len(d.matches) for d in pooled) > 0
+
+
+# --- Dask ----------------------------------------------------------------------------------------
+
+def test_dask_two_workers_same_report_as_local(tmp_path):
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import LocalCluster
+
+    job = tmp_path / "job"
+    job.mkdir()
+    per = rank_lines(8, 4, 5)
+    for node in range(2):
+        lines = combined_srun({r: per[r] for r in range(node * 4, node * 4 + 4)}, 4)
+        (job / f"node-{node}.out").write_text("\n".join(lines) + "\n")
+    local = analyze([str(job)], Options(tz="UTC"))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        remote = analyze([str(job)], Options(tz="UTC", engine="dask", scheduler=cluster.scheduler_address))
+    assert remote.stats.engine == "dask"
+    assert _comparable(remote) == _comparable(local)
+    assert local.root_cause is not None and local.root_cause.rank == 5
+
+
+# --- the scalar fallback == Hyperscan ------------------------------------------------------------
+
+JOBS = sorted({p for p in (ROOT / "sample_logs").glob("*/") if p.is_dir()}
+              | {p for p in (ROOT / "tests" / "real_logs").glob("*/") if p.is_dir()})
+
+
+@needs_hs
+@pytest.mark.parametrize("job", JOBS, ids=[f"{p.parent.name}/{p.name}" for p in JOBS])
+def test_scalar_fallback_gives_the_same_report(job):
+    hs = analyze([str(job)], Options(tz="UTC", scanner="hyperscan"))
+    rx = analyze([str(job)], Options(tz="UTC", scanner="regex"))
+    assert _comparable(hs) == _comparable(rx)
+
+
+# --- window facts: Hyperscan fast path == line by line -------------------------------------------
+
+_WINDOW_LINES = [
+    "{py} - train - INFO - step={n} loss=2.1",
+    "{py} - data - DEBUG - micro_step={n} fwd=1",
+    "[{py}] [INFO] [timer.py:1:stop] epoch=0/micro_step={n}/global_step={n}, x",
+    "{glogI} 12 train.cc:1] Iteration {n} done",
+    "ITER {n} no stamp",
+    "Step {n}: loss nan",
+    " iteration {n}/ 100 | lm loss: 1.0",
+    "plain text line without anything",
+    "",
+    "   ",
+    "Epoch 0:  1%|\u2588 | {n}/2000 [00:01<1:00,  1.2it/s]",
+    "1772460000.5 epoch stamped step {n}",
+    "tcp 10:5x ratio 3:4 global step {n}",
+    "\u00fcn\u00efcode \u2713 step: {n}",
+    "\t",
+    "global_step={n} without stamp",
+    "[rank1]:[{glogE} ProcessGroupNCCL.cpp:1] step {n} watchdog",
+    "[rank1]:plain text after prefix",
+    "3: [default1]:{py} - x - step={n}",
+    "3: agent line step {n}",
+    "[rank2]: {py} iteration {n}",
+    "[default0]:Iteration {n}",
+    "gpu-a01:1234:1234 [1] NCCL INFO comm 0x55 rank 1 nranks 8 - Init COMPLETE step {n}",
+    "[rank1]:gpu-a02:4321:4321 [1] NCCL INFO Using network IB",
+    "3: [default1]:gpu-a03:77:77 [1] NCCL INFO Bootstrap : Using ib0",
+    "NCCL version 2.21.5+cuda12.4",
+]
+
+
+def _window_text(rnd: random.Random, n: int) -> bytes:
+    from datetime import timedelta
+
+    out, step = [], rnd.randint(0, 5)
+    for _ in range(n):
+        step = max(0, step + rnd.choice([0, 0, 1, -1, 2]))
+        t = T0 + timedelta(seconds=rnd.randint(0, 59), milliseconds=rnd.randint(0, 999))
+        out.append(rnd.choice(_WINDOW_LINES).format(py=py(t), glogI=glog(t, "I"), glogE=glog(t, "E"), n=step))
+    return ("\n".join(out) + ("\n" if rnd.random() < 0.8 else "")).encode()
+
+
+def _window_run(engine, head: bytes, tail: bytes):
+    state = ex._State(SourceInfo(path="x.log", kind="memory"), engine, ExtractOptions(tz=UTC))
+    writers, anchors = {}, {}
+    ex._window_facts(state, head, 0, writers, anchors, head=True)
+    ex._window_facts(state, tail, 5000, writers, anchors, head=False)
+    return ({k: (w.lines, w.first_ns, w.last_ns, w.last_offset, w.last_step, w.last_step_ns, w.who)
+             for k, w in writers.items()}, list(anchors.items()), dict(state.last_stamp))
+
+
+@needs_hs
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 120), st.integers(0, 120))
+def test_window_facts_fast_path_equals_line_by_line(rules, rnd, a, b):
+    head, tail = _window_text(rnd, a), _window_text(rnd, b)
+    if head and not head.endswith(b"\n"):
+        head += b"\n"
+    fast, slow = Engine(rules, "hyperscan"), Engine(rules, "regex")
+    assert _window_run(fast, head, tail) == _window_run(slow, head, tail)
+
+
+# --- the one-copy cut ------------------------------------------------------------------------------
+
+def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
+    data = carry + chunk
+    cut = data.rfind(b"\n") + 1
+    if cut == 0:
+        return None
+    hold = cut - 1
+    for _ in range(hold_lines):
+        nl = data.rfind(b"\n", max(0, cut - hold_bytes), hold)
+        if nl < 0:
+            break
+        hold = nl
+    if hold > 0 and hold + 1 < cut and hold > len(data) // 2:
+        cut = hold + 1
+    return data[:cut], data[cut:]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.binary(max_size=60).map(lambda b: b.replace(b"\x00", b"\n")),
+       st.binary(max_size=120).map(lambda b: b.replace(b"\x00", b"\n").replace(b"\x01", b"\n")))
+def test_one_copy_cut_equals_the_two_copy_cut(carry, chunk):
+    saved = ex.HOLD_LINES, ex.HOLD_BYTES
+    ex.HOLD_LINES, ex.HOLD_BYTES = 5, 40  # small holds, so that they reach back into the carry
+    try:
+        got = ex._join_cut(carry, chunk)
+    finally:
+        ex.HOLD_LINES, ex.HOLD_BYTES = saved
+    if got is not None:
+        assert got == _two_copy_cut(carry, chunk, 5, 40)
+
+
+_ = (os, Path)
