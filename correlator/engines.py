@@ -193,6 +193,7 @@ class _ReplayEngine:
     def __init__(self, engine: Engine, scanner: ReplayScanner) -> None:
         self.ruleset = engine.ruleset
         self.pattern_rule = engine.pattern_rule
+        scanner.name = engine.scanner.name  # the same kind of scan, done elsewhere
         self.scanner = scanner
         self._engine = engine
 

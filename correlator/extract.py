@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import BinaryIO
@@ -148,6 +149,8 @@ class _State:
         self.tz_assumed = False
         self.year_inferred = False
         self.head = b""
+        #: writer key -> what its last stamp search saw (the next unstamped line reuses it)
+        self.scans: dict[tuple, _Scan] = {}
 
     def check_writers(self, region: bytes) -> None:
         """A file whose lines carry several ranks' prefixes is a combined stream: a number in its
@@ -328,25 +331,67 @@ def _stamp_of(state: _State, msg: str) -> Parsed | None:
     return p
 
 
+@dataclass(slots=True)
+class _Scan:
+    """One writer's last search for the stamped lines around an unstamped line. Its next unstamped
+    line lies among the lines scanned after it, none of them stamped but perhaps the last: that
+    line's search starts where this one stopped instead of parsing the same lines again (a log
+    of many unstamped error lines cost LOOK_LINES parses per line; the result is the same)."""
+
+    at: int  # source offset of the line searched from
+    after: list[int]  # source offsets of the same writer's lines scanned after it
+    hit: int | None  # hi from the stamped line found after it (the last of ``after``)
+    lo: int | None  # time of the stamped line found before it, its offset, its distance in lines
+    lo_at: int | None
+    lo_dist: int
+
+
 def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple) -> tuple[int | None, int | None, int | None]:
     """(time, lo, hi) from the nearest stamped lines of the same writer before and after."""
     data = buf.data
-    lo = None
-    for s, e in buf.writer_before(start, pbytes, LOOK_LINES):
-        _, msg = _parse_line(data[s:e])
-        p = _stamp_of(state, msg)
-        if p is not None:
-            lo = p.time_ns
-            break
+    base = buf.base_offset
+    here = base + start
+    memo = state.scans.get(key)
+    i = -1
+    if memo is not None and memo.at < here and memo.after:
+        i = bisect_left(memo.after, here)
+        if i >= len(memo.after) or memo.after[i] != here:
+            i = -1
+    lo = lo_at = hi = None
+    lo_dist = 0
+    if i < 0:
+        for n, (s, e) in enumerate(buf.writer_before(start, pbytes, LOOK_LINES), 1):
+            p = _stamp_of(state, _parse_line(data[s:e])[1])
+            if p is not None:
+                lo, lo_at, lo_dist = p.time_ns, base + s, n
+                break
+        after: list[int] = []
+        budget, frm, ceiling = LOOK_LINES, start, None
+    else:
+        assert memo is not None
+        # the lines between the last search's line and this one carry no stamp (that line neither)
+        d = i + 1 + memo.lo_dist
+        floor = max(0, start - WRITER_WINDOW) if pbytes else 0  # as far back as writer_before looks
+        rel = memo.lo_at - base if memo.lo_at is not None else -1
+        if rel >= 0 and d <= LOOK_LINES and (rel > floor or rel == floor == 0):
+            lo, lo_at, lo_dist = memo.lo, memo.lo_at, d
+        after = memo.after[i + 1:]
+        hi = memo.hit
+        budget = LOOK_LINES - len(after)
+        frm = (after[-1] if after else here) - base
+        ceiling = start + WRITER_WINDOW if pbytes else None
+    if hi is None and budget > 0:
+        for s, e in buf.writer_after(frm, pbytes, budget):
+            if ceiling is not None and s + len(pbytes) > ceiling:
+                break
+            after.append(base + s)
+            p = _stamp_of(state, _parse_line(data[s:e])[1])
+            if p is not None:
+                hi = p.time_ns + p.resolution_ns
+                break
+    state.scans[key] = _Scan(here, after, hi, lo, lo_at, lo_dist)
     if lo is None:
         lo = state.last_stamp.get(key)
-    hi = None
-    for s, e in buf.writer_after(start, pbytes, LOOK_LINES):
-        _, msg = _parse_line(data[s:e])
-        p = _stamp_of(state, msg)
-        if p is not None:
-            hi = p.time_ns + p.resolution_ns
-            break
     if lo is not None and hi is not None and hi < lo:
         hi = lo  # a clock that stepped back: do not invent a negative interval
     # An unstamped error line is most often the end of a traceback: printed as the exception
@@ -419,6 +464,14 @@ _TABLE_SEP = re.compile(r"^\s*(?:\[\d+\]:\s*$|={20,}|-{20,}|Root Cause|Failures:
 def _table_owner(buf: _Buffer, start: int, pbytes: bytes, who: Who) -> Who:
     """A line inside a torchelastic failure table (the agent's copy of a worker's traceback) is about
     the rank the table record names, not about the agent that printed it."""
+    data = buf.data
+    lo = start
+    for _ in range(80):  # no record line in reach (one find, not 80 parses): nothing to look for
+        if lo <= 0:
+            break
+        lo = data.rfind(b"\n", 0, lo - 1) + 1
+    if data.find(b"(local_rank:", lo, start) < 0:
+        return who
     for s, e in buf.lines_before(start, 80):
         if not _same_writer(buf.data, s, pbytes):
             continue
@@ -649,33 +702,20 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
     finder = window_finder()
     if finder is None:
         return False
-    marks = [m.start() + 1 for m in _MAYBE_PREFIX.finditer(data)]
-    if _MAYBE_PREFIX.match(b"\n" + data[:1 << 16]):
-        marks.insert(0, 0)
-    if len(marks) > _FAST_MAX_PREFIXED:
-        return False
+    # a small source's head and tail windows are the same bytes: look at them once
+    ws = getattr(state, "_window_scan", None)
+    if ws is None or ws[0] != (base_offset, len(data)):
+        scanned = _scan_window(data, finder)
+        if scanned is None:
+            return False
+        ws = state._window_scan = ((base_offset, len(data)), scanned)  # type: ignore[attr-defined]
+    other, who_of, excluded, progress, nccl_lines, blank_lines = ws[1]
     n = len(data)
     plain = NO_PREFIX.key
 
     def span(s: int) -> tuple[int, int]:
         e = data.find(b"\n", s)
         return s, (n if e < 0 else e)
-
-    # the few lines of prefixed writers, exactly parsed; every other line is the plain writer's
-    other: dict[tuple, list[int]] = {}
-    who_of: dict[tuple, Prefix] = {}
-    excluded: set[int] = set()
-    for s in marks:
-        s, e = span(s)
-        raw = data[s:e]
-        if not raw.strip():
-            continue
-        prefix, _msg = _parse_line(raw)
-        if prefix.key == plain:
-            continue
-        excluded.add(s)
-        other.setdefault(prefix.key, []).append(s)
-        who_of.setdefault(prefix.key, prefix)
 
     cache: dict[int, Parsed | None] = {}
 
@@ -746,15 +786,6 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             end = ls - 1
         return None
 
-    # progress lines by writer: (line start, step, raw line) where the exact pattern matches
-    progress: dict[tuple, list[tuple[int, int, bytes]]] = {}
-    for s in finder.progress_lines(data):
-        s, e = span(s)
-        raw = data[s:e]
-        pm = _PROGRESS.search(raw)
-        if pm is not None:
-            k = _parse_line(raw)[0].key if s in excluded else plain
-            progress.setdefault(k, []).append((s, int(pm.group(1)), raw))
 
     # writers, created in the order of their first non-blank line
     first_line: dict[tuple, int] = {k: ls[0] for k, ls in other.items()}
@@ -769,9 +800,8 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
     # a writer without a host takes the one its first NCCL line names (anchors made before that
     # line keep the writer as it was)
     switched: dict[tuple, tuple[int, Who]] = {}
-    i = data.find(b" NCCL ")
-    while i >= 0:
-        ls, le = span(data.rfind(b"\n", 0, i) + 1)
+    for ls in nccl_lines:
+        ls, le = span(ls)
         k = _parse_line(data[ls:le])[0].key if ls in excluded else plain
         w = writers.get(k)
         if w is not None and w.who.host is None:
@@ -779,9 +809,6 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             if origin is not None:
                 switched[k] = (ls, w.who)
                 w.who = Who(w.who.rank, w.who.local_rank, w.who.task, origin[0], origin[1])
-        i = data.find(b" NCCL ", le)
-        if le >= n:
-            break
 
     def who_at(k: tuple, s: int) -> Who:
         sw = switched.get(k)
@@ -808,8 +835,8 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             new += _progress_facts(state, w, k, anchors, eligible, stamp, head=True, who_at=who_at)
             continue
         if mine is None:
-            body = data[:-1] if data.endswith(b"\n") else data
-            total = body.count(b"\n") + 1 - len(_BLANK_LINE.findall(b"\n" + body))
+            body_end = n - 1 if data.endswith(b"\n") else n
+            total = data.count(b"\n", 0, body_end) + 1 - blank_lines
             count = total - sum(len(v) for v in other.values())
             last_line = next(plain_lines_backward(), None)
             l_at = plain_last_stamp()
@@ -834,6 +861,70 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
 
 #: more prefixed lines than this in a window: a combined stream, read line by line
 _FAST_MAX_PREFIXED = 4096
+
+
+def _scan_window(data: bytes, finder) -> tuple | None:
+    """What the fast window path needs from a window's bytes, independent of any writer state:
+    the prefixed writers' lines, the progress lines by writer, the NCCL lines and the number of
+    blank lines; None when too many lines carry prefixes (a combined stream)."""
+    marks = [m.start() + 1 for m in _MAYBE_PREFIX.finditer(data)]
+    if _MAYBE_PREFIX.match(b"\n" + data[:1 << 16]):
+        marks.insert(0, 0)
+    if len(marks) > _FAST_MAX_PREFIXED:
+        return None
+    n = len(data)
+    plain = NO_PREFIX.key
+
+    def span(s: int) -> tuple[int, int]:
+        e = data.find(b"\n", s)
+        return s, (n if e < 0 else e)
+
+    # the few lines of prefixed writers, exactly parsed; every other line is the plain writer's
+    other: dict[tuple, list[int]] = {}
+    who_of: dict[tuple, Prefix] = {}
+    excluded: set[int] = set()
+    for s in marks:
+        s, e = span(s)
+        raw = data[s:e]
+        if not raw.strip():
+            continue
+        prefix, _msg = _parse_line(raw)
+        if prefix.key == plain:
+            continue
+        excluded.add(s)
+        other.setdefault(prefix.key, []).append(s)
+        who_of.setdefault(prefix.key, prefix)
+    # progress lines by writer: (line start, step, raw line) where the exact pattern matches
+    progress: dict[tuple, list[tuple[int, int, bytes]]] = {}
+    search = _PROGRESS.search
+    for s in finder.progress_lines(data):
+        s, e = span(s)
+        raw = data[s:e]
+        pm = search(raw)
+        if pm is not None:
+            k = _parse_line(raw)[0].key if s in excluded else plain
+            progress.setdefault(k, []).append((s, int(pm.group(1)), raw))
+    # lines naming an NCCL origin ("host:pid:tid [dev] NCCL ..."); "NCCL " is found faster than " NCCL "
+    nccl_lines: list[int] = []
+    i = data.find(b"NCCL ")
+    while i >= 0:
+        if i > 0 and data[i - 1] == 0x20:
+            ls = data.rfind(b"\n", 0, i) + 1
+            nccl_lines.append(ls)
+            le = data.find(b"\n", i)
+            if le < 0:
+                break
+            i = data.find(b"NCCL ", le)
+        else:
+            i = data.find(b"NCCL ", i + 1)
+    # blank lines (only ASCII whitespace) -- none at all unless a newline is followed by one
+    body = data[:-1] if data.endswith(b"\n") else data
+    blank = 0
+    first_end = body.find(b"\n")
+    if (not body[: first_end if first_end >= 0 else len(body)].strip() or body.endswith(b"\n")
+            or any(x in body for x in (b"\n\n", b"\n ", b"\n\t", b"\n\r", b"\n\x0b", b"\n\x0c"))):
+        blank = len(_BLANK_LINE.findall(b"\n" + body))
+    return other, who_of, excluded, progress, nccl_lines, blank
 
 
 def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, Anchor],
