@@ -31,7 +31,10 @@ FORMATS = ("terminal", "json", "markdown", "html", "trace")
 
 def _fail(e: CorrelateError) -> None:
     code = ExitCode.NO_INPUT if isinstance(e, InputError) else ExitCode.USAGE
-    typer.echo(f"error: {e}", err=True)
+    text = f"error: {e}"
+    if isinstance(e, RuleError) and e.hint is None:
+        text += " (fix or remove that file; 'correlate rules check' lists every problem)"
+    typer.echo(text, err=True)
     raise typer.Exit(int(code))
 
 
