@@ -264,3 +264,30 @@ def test_nul_only_and_binary_sources_in_process(engine):
     d = digest_of(engine, bytes(range(256)) * 64, name="x.bin")
     assert [x.message for x in d.diagnostics] == ["looks binary, not a text log: skipped (pass a text log)"]
     assert d.bytes_skipped == 256 * 64
+
+
+@pytest.mark.parametrize("prefix", ["", "3: [default1]:"])
+def test_unstamped_error_spam_costs_a_few_parses_per_line(engine, monkeypatch, prefix):
+    """A log of thousands of unstamped error lines (NCCL WARN spam, print-based training loops) once
+    cost LOOK_LINES stamp parses per line (16 MiB: over 5 minutes); each line's search for the
+    nearest stamps now continues where the previous line's stopped."""
+    from correlator import extract as ex
+
+    n = 5000
+    data = "".join(f"{prefix}RuntimeError: CUDA out of memory. Tried {i}\n" for i in range(n)).encode()
+    calls = {"stamp": 0, "parse": 0}
+    stamp_of, parse_line = ex._stamp_of, ex._parse_line
+
+    def count_stamp(*a):
+        calls["stamp"] += 1
+        return stamp_of(*a)
+
+    def count_parse(*a):
+        calls["parse"] += 1
+        return parse_line(*a)
+
+    monkeypatch.setattr(ex, "_stamp_of", count_stamp)
+    monkeypatch.setattr(ex, "_parse_line", count_parse)
+    d = digest_of(engine, data)
+    assert d.lines == n and d.matches
+    assert calls["stamp"] <= 10 * n and calls["parse"] <= 30 * n, calls  # was ~800 stamp parses a line
