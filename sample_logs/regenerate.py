@@ -54,9 +54,10 @@ collective ~600 s later; some raise `DistBackendError`, the others abort. Step l
         readme="""\
 One 16-GPU node, torchrun output on one stream with `[rankN]:` prefixes (`train.log`), PyTorch 2.8
 with the flight recorder. Rank 11 simply stops logging after its last step line and prints nothing
-else. The other 15 ranks all time out on the same `SeqNum`; the first one to time out signals the
-others through the TCPStore, so most ranks print `Received a dump signal due to a collective timeout
-from  rank N` - N is the first rank that timed out, not the culprit. The only rank missing from the
+else. The other 15 ranks all time out on the same `SeqNum` within a fraction of a second; most print
+`Received a dump signal due to a collective timeout from this local rank`, and a rank whose store poll
+came before its own timeout prints `... from  rank N` - N is the first rank that timed out, not the
+culprit. The only rank missing from the
 timeout pattern (and from `last enqueued ... work`) is 11. The agent's ChildFailedError table names
 whichever worker aborted first.""",
     ),
