@@ -139,6 +139,7 @@ class _State:
         self.diags: list[Diagnostic] = []
         self.last_stamp: dict[tuple, int] = {}
         self.lines_capped = 0
+        self.capped_line = 0  # the last over-long line counted (one line may come in several pieces)
         #: rule id -> [lines on which its pattern hit the time limit, first such line]
         self.timeouts: dict[str, list[int]] = {}
         self.nul_bytes = 0
@@ -537,7 +538,8 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         counted_to = start
         _, end = buf.line_at(start)
         raw = data[start:end]
-        if len(raw) > MAX_LINE_BYTES:
+        if len(raw) > MAX_LINE_BYTES and line_no != state.capped_line:
+            state.capped_line = line_no
             state.lines_capped += 1
         prefix, msg = _parse_line(raw)
         pbytes = _prefix_bytes(raw, prefix)
@@ -867,7 +869,9 @@ def _scan_window(data: bytes, finder) -> tuple | None:
     """What the fast window path needs from a window's bytes, independent of any writer state:
     the prefixed writers' lines, the progress lines by writer, the NCCL lines and the number of
     blank lines; None when too many lines carry prefixes (a combined stream)."""
-    marks = [m.start() + 1 for m in _MAYBE_PREFIX.finditer(data)]
+    progress_starts, marks, nccl_lines, blank = finder.classify(data, _FAST_MAX_PREFIXED)
+    if marks is None:
+        return None
     if _MAYBE_PREFIX.match(b"\n" + data[:1 << 16]):
         marks.insert(0, 0)
     if len(marks) > _FAST_MAX_PREFIXED:
@@ -897,33 +901,13 @@ def _scan_window(data: bytes, finder) -> tuple | None:
     # progress lines by writer: (line start, step, raw line) where the exact pattern matches
     progress: dict[tuple, list[tuple[int, int, bytes]]] = {}
     search = _PROGRESS.search
-    for s in finder.progress_lines(data):
+    for s in progress_starts:
         s, e = span(s)
         raw = data[s:e]
         pm = search(raw)
         if pm is not None:
             k = _parse_line(raw)[0].key if s in excluded else plain
             progress.setdefault(k, []).append((s, int(pm.group(1)), raw))
-    # lines naming an NCCL origin ("host:pid:tid [dev] NCCL ..."); "NCCL " is found faster than " NCCL "
-    nccl_lines: list[int] = []
-    i = data.find(b"NCCL ")
-    while i >= 0:
-        if i > 0 and data[i - 1] == 0x20:
-            ls = data.rfind(b"\n", 0, i) + 1
-            nccl_lines.append(ls)
-            le = data.find(b"\n", i)
-            if le < 0:
-                break
-            i = data.find(b"NCCL ", le)
-        else:
-            i = data.find(b"NCCL ", i + 1)
-    # blank lines (only ASCII whitespace) -- none at all unless a newline is followed by one
-    body = data[:-1] if data.endswith(b"\n") else data
-    blank = 0
-    first_end = body.find(b"\n")
-    if (not body[: first_end if first_end >= 0 else len(body)].strip() or body.endswith(b"\n")
-            or any(x in body for x in (b"\n\n", b"\n ", b"\n\t", b"\n\r", b"\n\x0b", b"\n\x0c"))):
-        blank = len(_BLANK_LINE.findall(b"\n" + body))
     return other, who_of, excluded, progress, nccl_lines, blank
 
 
@@ -1057,7 +1041,8 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                         carry = data
                         continue
                     cut = len(data)  # a line longer than any sane one: process what we have
-                    if not in_long:
+                    if keep_line != state.capped_line:
+                        state.capped_line = keep_line
                         state.lines_capped += 1
                     in_long = True
                 else:

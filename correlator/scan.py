@@ -239,6 +239,14 @@ def _compile(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int) 
 #: the start of an epoch stamp
 PROGRESS_HINT = rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b[ \t\r\f\v]*[=:]?[ \t\r\f\v]*\d"
 STAMP_HINTS = (rb"[0-9\x80-\xbf]:[0-5]", rb"^\[?(?:1[5-9]|2[0-4])")
+#: the other line classes of a window: a line start that may hold a launcher prefix (after a
+#: newline; ``extract._MAYBE_PREFIX``), an NCCL origin line, a blank line (ASCII whitespace only)
+MAYBE_PREFIX = (rb"\n(?:[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9\x80-\xff]{1,24}: |\[[A-Za-z_]+[0-9\x80-\xff]"
+                rb"|\[[0-9\x80-\xff]+,)")
+NCCL_LINE = rb" NCCL "
+#: Hyperscan reports no empty matches, and (in this build) misses some matches of ``$``/``\z`` at
+#: the end of a buffer: blank lines are found between two newlines, the first and last line apart
+EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
 
 
 class WindowFinder:
@@ -254,6 +262,10 @@ class WindowFinder:
         self._progress = hyperscan.Database()
         self._progress.compile(expressions=[PROGRESS_HINT], ids=[0], elements=1, flags=[0])
         self._progress_scratch = hyperscan.Scratch(self._progress)
+        self._lines = hyperscan.Database()
+        self._lines.compile(expressions=[PROGRESS_HINT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE],
+                            ids=[0, 1, 2, 3, 4], elements=5, flags=[0, 0, 0, 0, 0])
+        self._lines_scratch = hyperscan.Scratch(self._lines)
         self._hint = hyperscan.Database()
         self._hint.compile(expressions=list(STAMP_HINTS), ids=[0, 1], elements=2,
                            flags=[0, hyperscan.HS_FLAG_MULTILINE])
@@ -280,6 +292,54 @@ class WindowFinder:
             if line_end < 0:
                 break
         return out
+
+    def classify(self, data: bytes, max_marks: int) -> tuple[list[int], list[int] | None, list[int], int]:
+        """One pass over a window: starts of the lines that may hold progress, of those that may
+        carry a prefix (None when more than ``max_marks``), of NCCL lines, and the number of blank
+        lines (not counting the empty piece after a final newline)."""
+        hits: list[list[int]] = [[], [], [], [], []]
+        n = len(data)
+        marks = hits[1]
+
+        def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> bool | None:
+            hits[pid].append(to)
+            if pid == 1 and len(marks) > max_marks:
+                return True  # a combined stream: the caller reads it line by line anyway
+            return None
+
+        try:
+            self._lines.scan(data, match_event_handler=on_match, scratch=self._lines_scratch)
+        except self._hs.ScanTerminated:
+            return [], None, [], 0
+        rfind, find = data.rfind, data.find
+
+        def starts(ends: list[int]) -> list[int]:
+            out: list[int] = []
+            line_end = -1
+            for to in ends:
+                if to <= line_end:
+                    continue  # another hit on the same line
+                at = to - 1
+                out.append(rfind(b"\n", 0, at) + 1)
+                line_end = find(b"\n", at)
+                if line_end < 0:
+                    break
+            return out
+
+        progress = starts(hits[0])
+        mark_starts = sorted({rfind(b"\n", 0, to - 1) + 1 for to in marks})
+        nccl = starts(hits[2])
+        # lines of data (without its final newline) that are empty or only ASCII whitespace: those
+        # between two newlines, and the first and the unterminated last line checked here
+        count = len(hits[3]) + len(hits[4])
+        first_end = find(b"\n")
+        if not data[: first_end if first_end >= 0 else n].strip():
+            count += 1
+        if first_end >= 0 and not data.endswith(b"\n"):
+            last = data[rfind(b"\n") + 1:]
+            if last and not last.strip():
+                count += 1
+        return progress, mark_starts, nccl, count
 
     def first_hint(self, data: bytes, pos: int) -> int:
         """Offset of the first stamp hint at or after ``pos`` (in a line starting there or later), or -1."""
