@@ -56,9 +56,22 @@ _RANK_PREFIX_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?(?:\[[A-Za-z_]*\d+\]:)?\[
 _SRUN_PREFIX_NL = re.compile(rb"\n\s{0,6}(\d{1,6}): ")
 
 
-def _line_start_captures(text: bytes) -> set[bytes]:
-    """``set(_RANK_PREFIX.findall(text)) | set(_SRUN_PREFIX.findall(text))``, faster."""
+def _line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
+    """``set(_RANK_PREFIX.findall(text)) | set(_SRUN_PREFIX.findall(text))``, faster. With
+    ``hyperscan``, only the lines Hyperscan says may hold such a prefix are matched (a match that
+    reaches over blank lines gives the same capture on the line holding the number)."""
     out: set[bytes] = set()
+    if hyperscan:
+        from correlator.scan import window_finder
+
+        finder = window_finder()
+        if finder is not None:
+            for ls in [0, *finder.prefix_lines(text)]:
+                for whole in (_RANK_PREFIX, _SRUN_PREFIX):
+                    m = whole.match(text, ls)
+                    if m:
+                        out.add(m.group(1))
+            return out
     for whole, nl in ((_RANK_PREFIX, _RANK_PREFIX_NL), (_SRUN_PREFIX, _SRUN_PREFIX_NL)):
         m = whole.match(text)
         if m:
@@ -158,7 +171,7 @@ class _State:
         name (``train-hgx-001.log``) names a node or a job, not a rank."""
         if self.src.file_rank is None:
             return
-        ranks = _line_start_captures(region[: 1 << 20])
+        ranks = _line_start_captures(region[: 1 << 20], getattr(self.engine.scanner, "name", "") == "hyperscan")
         if len(ranks) >= 2:
             from dataclasses import replace
 

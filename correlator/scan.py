@@ -244,6 +244,9 @@ STAMP_HINTS = (rb"[0-9\x80-\xbf]:[0-5]", rb"^\[?(?:1[5-9]|2[0-4])")
 MAYBE_PREFIX = (rb"\n(?:[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9\x80-\xff]{1,24}: |\[[A-Za-z_]+[0-9\x80-\xff]"
                 rb"|\[[0-9\x80-\xff]+,)")
 NCCL_LINE = rb" NCCL "
+#: lines that may start with an srun task label or a ``[rankN]:`` tag (``extract._SRUN_PREFIX``,
+#: ``extract._RANK_PREFIX``); the hit's own line is the one to check
+RANK_PREFIX_HINTS = (rb"\n[ \t\n\r\f\v]{0,6}\d{1,6}: ", rb"\[rank\d")
 #: Hyperscan reports no empty matches, and (in this build) misses some matches of ``$``/``\z`` at
 #: the end of a buffer: blank lines are found between two newlines, the first and last line apart
 EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
@@ -266,6 +269,9 @@ class WindowFinder:
         self._lines.compile(expressions=[PROGRESS_HINT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE],
                             ids=[0, 1, 2, 3, 4], elements=5, flags=[0, 0, 0, 0, 0])
         self._lines_scratch = hyperscan.Scratch(self._lines)
+        self._prefixes = hyperscan.Database()
+        self._prefixes.compile(expressions=list(RANK_PREFIX_HINTS), ids=[0, 1], elements=2, flags=[0, 0])
+        self._prefixes_scratch = hyperscan.Scratch(self._prefixes)
         self._hint = hyperscan.Database()
         self._hint.compile(expressions=list(STAMP_HINTS), ids=[0, 1], elements=2,
                            flags=[0, hyperscan.HS_FLAG_MULTILINE])
@@ -340,6 +346,17 @@ class WindowFinder:
             if last and not last.strip():
                 count += 1
         return progress, mark_starts, nccl, count
+
+    def prefix_lines(self, data: bytes) -> list[int]:
+        """Starts of the lines that may begin with an srun label or a ``[rankN]:`` tag (line 0 not included)."""
+        ends: list[int] = []
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            ends.append(to)
+
+        self._prefixes.scan(data, match_event_handler=on_match, scratch=self._prefixes_scratch)
+        rfind = data.rfind
+        return sorted({rfind(b"\n", 0, to - 1) + 1 for to in ends})
 
     def first_hint(self, data: bytes, pos: int) -> int:
         """Offset of the first stamp hint at or after ``pos`` (in a line starting there or later), or -1."""

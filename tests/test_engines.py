@@ -252,3 +252,18 @@ def test_one_copy_cut_equals_the_two_copy_cut(carry, chunk):
 
 
 _ = (os, Path)
+
+
+# --- the prefix census of check_writers ------------------------------------------------------------
+
+_PREFIX_PARTS = [b"\n", b" ", b"\t", b"5: ", b"12: ", b"[rank3]:", b"[default1]:", b"x", b"1234567: ", b"[rank",
+                 b"9", b": ", b"\r"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(_PREFIX_PARTS), max_size=30).map(b"".join))
+def test_line_start_captures_equal_the_multiline_findall(text):
+    want = set(ex._RANK_PREFIX.findall(text)) | set(ex._SRUN_PREFIX.findall(text))
+    assert ex._line_start_captures(text, False) == want
+    if hyperscan_available():
+        assert ex._line_start_captures(text, True) == want
