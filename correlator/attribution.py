@@ -153,7 +153,7 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
     timeout_rule: Counter[str] = Counter()
     for ev in evs:
         seq = ev.m.capture("seq")
-        if ev.rank is not None and seq and seq.isdigit() and ev.rule.role is Role.COLLATERAL:
+        if ev.rank is not None and seq and seq.isdecimal() and ev.rule.role is Role.COLLATERAL:
             first_seq.setdefault(ev.rank, int(seq))
             timeout_rule[ev.rule.id] += 1
     majority_rule = timeout_rule.most_common(1)[0][0] if timeout_rule else None
@@ -173,7 +173,7 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
         # NCCL work counters: a rank that never enqueued the stuck collective never entered it
         for ev in evs:
             le = ev.m.capture("last_enqueued")
-            if ev.rank is not None and le and le.isdigit() and int(le) < major:
+            if ev.rank is not None and le and le.isdecimal() and int(le) < major:
                 if "never enqueued" not in " ".join(reasons[ev.rank]):
                     score[ev.rank] += 3
                     reasons[ev.rank].append(f"never enqueued SeqNum {major} (last enqueued NCCL work: {le})")
@@ -201,7 +201,7 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
                 w = 2.0 if last_step[r] == low else 1.0
                 score[r] += w
                 reasons[r].append(f"its progress stopped at step {last_step[r]} while others reached {top}")
-    timeouts = [int(x) for e in evs for x in [e.m.capture("timeout_ms")] if x and x.isdigit()]
+    timeouts = [int(x) for e in evs for x in [e.m.capture("timeout_ms")] if x and x.isdecimal()]
     # a hang culprit goes quiet a whole collective timeout before the others; a gap of a few
     # unstamped lines is not that
     stop_early = max(STOP_EARLY_NS, int(median(timeouts)) * 1_000_000 // 2) if timeouts else 4 * STOP_EARLY_NS
@@ -215,7 +215,7 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
     pointed = Counter()
     for ev in evs:
         sr = ev.m.capture("suspect_rank")
-        if sr and sr.isdigit():
+        if sr and sr.isdecimal():
             pointed[int(sr)] += 1
     if pointed:
         r, n = pointed.most_common(1)[0]
@@ -349,7 +349,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             # rank, a peer naming who went away) break a tie between ranks that printed the same thing
             members = {e.rank: e for e in [r, *tie] if e.rank is not None}
             votes = Counter(int(x) for e in evs for x in [e.m.capture("suspect_rank")]
-                            if x and x.isdigit() and int(x) in members)
+                            if x and x.isdecimal() and int(x) in members)
             if votes:
                 pick, n = votes.most_common(1)[0]
                 if pick != r.rank:

@@ -6,6 +6,7 @@ Parses options, calls the library, picks a renderer, and translates ``CorrelateE
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -17,6 +18,7 @@ from correlator.model import ExitCode
 
 app = typer.Typer(
     add_completion=False,
+    pretty_exceptions_enable=False,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     help="Name the first failing rank of a distributed training job, why it failed, and which errors are "
@@ -68,6 +70,7 @@ def analyze_cmd(
     job_id: Annotated[Optional[str], typer.Option(help="Job id for Parquet partitions (default: from slurm-<id> names).")] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Watch growing files; print the verdict as it forms; stop at the job's end or Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option(help="Seconds between --follow checks.")] = 1.0,
+    quiet: Annotated[Optional[float], typer.Option(help="With --follow: stop after this many seconds without new lines.")] = None,
     color: Annotated[Optional[bool], typer.Option("--color/--no-color", help="Colour the terminal summary (default: when stdout is a TTY).")] = None,
     fail_on_failure: Annotated[bool, typer.Option(help="Exit 1 when a root cause or job-level end is found.")] = False,
 ) -> None:
@@ -86,7 +89,10 @@ def analyze_cmd(
         from correlator.follow import follow as run_follow
 
         try:
-            report = run_follow(paths, opts, interval_s=interval, out=sys.stdout, color=use_color)
+            # the live verdict lines go to stdout only when stdout carries the terminal summary
+            live = sys.stdout if fmt == "terminal" and output is None else sys.stderr
+            report = run_follow(paths, opts, interval_s=interval, out=live, color=use_color and live is sys.stdout,
+                                quiet_s=quiet)
         except CorrelateError as e:
             _fail(e)
         except KeyboardInterrupt:
@@ -111,7 +117,12 @@ def analyze_cmd(
     if parquet is not None:
         from correlator.report.parquet import write_parquet
 
-        write_parquet(report, parquet, str(report.job.get("id", "job")))
+        if parquet.exists() and not parquet.is_dir():
+            _fail(UsageError("--parquet needs a folder (a dataset), not a file", str(parquet)))
+        try:
+            write_parquet(report, parquet, str(report.job.get("id", "job")))
+        except OSError as e:
+            _fail(UsageError(f"cannot write the Parquet dataset: {e.strerror or e}", str(parquet)))
     if fail_on_failure and report.verdict.value in ("root_cause", "job_level"):
         raise typer.Exit(int(ExitCode.FAILURE_FOUND))
 
@@ -212,6 +223,12 @@ def main() -> None:
     if argv and argv[0] not in SUBCOMMANDS:
         argv = ["analyze", *argv]
     try:
-        app(args=argv, prog_name="correlate")
+        app(args=argv, prog_name="correlate", standalone_mode=True)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - a bug: one line, not a traceback of megabytes of locals
+        print(f"error: internal error ({type(e).__name__}: {e}); please report it with the command line "
+              f"(CORRELATE_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        if os.environ.get("CORRELATE_TRACEBACK"):
+            raise
+        sys.exit(int(ExitCode.INTERNAL))

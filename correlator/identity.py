@@ -92,7 +92,7 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
             if w.rank is not None and w.local_rank is not None:
                 imap.local_of_rank.setdefault(w.rank, w.local_rank)
             nr = m.capture("nranks") or m.capture("world_size")
-            if nr and nr.isdigit():
+            if nr and nr.isdecimal():
                 imap.world_size = max(imap.world_size or 0, int(nr))
     if local_max >= 0:
         imap.procs_per_node = local_max + 1
@@ -200,7 +200,7 @@ def short_host(host: str | None) -> str | None:
     if not host or "." not in host:
         return host
     first = host.split(".", 1)[0]
-    if first.isdigit():
+    if first.isdecimal():
         return host
     return first
 
@@ -209,7 +209,7 @@ def _natural(name: str) -> list:
     """``node-2`` before ``node-10``."""
     import re
 
-    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
+    return [int(x) if x.isdecimal() else x for x in re.split(r"(\d+)", name)]
 
 
 def hosts_by_count(matches: Sequence[Match]) -> Counter[str]:

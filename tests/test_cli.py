@@ -124,3 +124,17 @@ def test_help_for_every_command():
     for args in ([], ["analyze"], ["rules"], ["rules", "check"], ["rules", "list"], ["rules", "explain"], ["history"]):
         r = cli(*args, "--help")
         assert r.returncode == 0 and b"Usage" in r.stdout, args
+
+
+def test_parquet_pointed_at_a_file_is_one_line(job, tmp_path):
+    f = tmp_path / "not-a-dir"
+    f.write_text("x")
+    r = cli(str(job), "--parquet", str(f))
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and "needs a folder" in err[0]
+
+
+def test_follow_with_json_keeps_stdout_json(job):
+    r = cli("--follow", str(job), "-f", "json", "--interval", "0.05", "--quiet", "0.5")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["root_cause"]["rank"] == 5
