@@ -65,6 +65,41 @@ _ENGINE: Engine | None = None
 _OPTS: ExtractOptions | None = None
 
 
+_MALLOC_TUNED = False
+
+
+def tune_malloc() -> None:
+    """Keep freed buffers in the heap instead of giving them back to the system (glibc only).
+
+    Extraction allocates and frees buffers of a few MiB per read (the read, the cut region, the
+    kept bytes before it). With glibc's defaults, big blocks are mmap'ed or the heap is trimmed
+    when they are freed, so every read pays page faults on fresh memory again: about a third of
+    the time per byte. A fixed mmap threshold of 32 MiB and a trim threshold of 256 MiB keep them
+    in the heap; the peak stays the same (buffers are reused, not added). Inherited by forked
+    workers. ``CORRELATE_MALLOC_TUNE=0`` leaves malloc alone.
+    """
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED or os.environ.get("CORRELATE_MALLOC_TUNE", "1") == "0":
+        return
+    _MALLOC_TUNED = True
+    try:
+        import ctypes
+        import ctypes.util
+
+        name = ctypes.util.find_library("c")
+        if not name or not hasattr(os, "fork"):
+            return
+        libc = ctypes.CDLL(name)
+        mallopt = getattr(libc, "mallopt", None)
+        if mallopt is None:  # not glibc
+            return
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        mallopt(m_mmap_threshold, 32 << 20)
+        mallopt(m_trim_threshold, 256 << 20)
+    except Exception:  # noqa: BLE001 - an optimisation only
+        return
+
+
 def _spec_key(spec: EngineSpec) -> tuple:
     return (spec.rule_dirs, spec.include_builtin, spec.scanner)
 
@@ -240,6 +275,7 @@ def _splittable(s: SourceInfo, total: int, n: int) -> bool:
 def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | None, workers: int | None,
               progress: Callable[[int, int], None] | None = None) -> list[Digest]:
     global _ENGINE, _OPTS
+    tune_malloc()
     n = workers or os.cpu_count() or 1
     total_bytes = sum(s.size or 0 for s in sources if s.kind != "stdin")
     eng = engine or build_engine(spec)
@@ -295,6 +331,7 @@ def _dask_task(src: SourceInfo, spec: EngineSpec) -> bytes:
     """One source on a Dask worker: the worker process keeps its compiled engine between tasks."""
     from correlator.digest_io import digest_to_arrow
 
+    tune_malloc()
     return digest_to_arrow(_safe_extract(src, build_engine(spec), spec.opts))
 
 
