@@ -494,7 +494,8 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             time=iso(root_ev.t), confidence=round(max(0.05, min(0.99, confidence)), 2),
             tie=tuple(tie_ranks), evidence=tuple(evidence), mechanism=rule.root_cause, fix=rule.fix,
             confirm=rule.confirm, references=rule.references, why=tuple(why), prevention=rule.prevention,
-            decided_by=decided_by, attempt=root_ev.m.attempt)
+            decided_by=decided_by, attempt=root_ev.m.attempt,
+            context=tuple(f">> {root_ev.m.text}" if x == ">>" else x for x in root_ev.m.context))
     elif why:
         root = None
     out = Outcome(verdict, root, root_ev, evs, suspects, silent)

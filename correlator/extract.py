@@ -605,8 +605,11 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         else:
             t, lo, hi = _inherit(state, buf, start, pbytes, key)
             kind = TimeKind.INHERITED if t is not None else TimeKind.NONE
-        before, after = _context(buf, start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
-        context = tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
+        context: tuple[str, ...] = ()
+        if any(r.role is Role.PRIMARY for r, _, _ in found):
+            # only a failure that may become the root shows its surroundings (the traceback above it)
+            before, after = _context(buf, start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
+            context = tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
         for rule, caps, frame in found:
             if rule.priority != top:
                 continue

@@ -316,6 +316,8 @@ class RootCause:
     #: "nccl-work-counters", "progress-stopped", "output-stopped", "failure-table"
     decided_by: str = "primary"
     attempt: int | None = None
+    #: the root line's surroundings in its own stream: lines before, ``>> <the line>``, lines after
+    context: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -447,6 +447,12 @@ def _root_section(report: Report) -> list[str]:
     else:
         out.append("_No log line carries this verdict on its own; see “Why this rank”._")
     out.append("")
+    if root.context:
+        # the lines around the root line in its own stream (the traceback above it), as written
+        fence = "~~~~" if any("~~~" in x for x in root.context) else "~~~"
+        out += ["Around it:", "", fence + "text"]
+        out += [clip(x) for x in root.context]
+        out += [fence, ""]
     if root.why:
         out += ["### Why this rank", ""] + [f"- {md_prose(w)}" for w in root.why] + [""]
     if root.mechanism:
