@@ -547,7 +547,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
     for start in sorted(lines):
         if start < buf.begin:
             continue
-        line_no += data.count(b"\n", counted_to, start)
+        line_no += _count_nl(data, counted_to, start)
         counted_to = start
         _, end = buf.line_at(start)
         raw = data[start:end]
@@ -1175,6 +1175,26 @@ def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
         yield parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+_np = None
+
+
+def _count_nl(data: bytes, start: int, end: int) -> int:
+    """``data.count(b"\\n", start, end)``; numpy counts a long span about 5x faster."""
+    global _np
+    if end - start < (256 << 10):
+        return data.count(b"\n", start, end)
+    if _np is None:
+        try:
+            import numpy
+        except ImportError:  # pragma: no cover - numpy comes with pandas/pyarrow
+            _np = False
+        else:
+            _np = numpy
+    if _np is False:
+        return data.count(b"\n", start, end)
+    return int(_np.count_nonzero(_np.frombuffer(data, _np.uint8, end - start, start) == 10))
+
+
 def _join_cut(carry: bytes, chunk: bytes) -> tuple[bytes, bytes] | None:
     """``(region, carry)`` exactly as the loop in ``extract`` cuts ``carry + chunk`` (at the last
     newline, holding back the last lines), built with one copy instead of two; None when the cut
@@ -1259,7 +1279,7 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
             _flush_head(state, writers, anchors)
             head_done = True
     line_no, counted_to = _process_candidates(state, buf, lines)
-    next_line = line_no + data.count(b"\n", counted_to)  # = keep_line + lines in the region
+    next_line = line_no + _count_nl(data, counted_to, len(data))  # = keep_line + lines in the region
     new_keep = data[-KEEP_BYTES:] if len(data) > KEEP_BYTES else data
     if len(new_keep) < len(data):
         nl = new_keep.find(b"\n")
