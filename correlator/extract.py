@@ -848,8 +848,9 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             if w.first_ns is None or f_p.time_ns < w.first_ns:
                 w.first_ns = f_p.time_ns
             # progress counts on the first stamped line, and after it on lines naming step/iter/Step
-            eligible = [(s, step, raw) for s, step, raw in progress.get(k, ())
-                        if s == f_at or (s > f_at and (b"step" in raw or b"iter" in raw or b"Step" in raw))]
+            eligible = [(s, step, e) for s, step, e in progress.get(k, ())
+                        if s == f_at or (s > f_at and (data.find(b"step", s, e) >= 0 or data.find(b"iter", s, e) >= 0
+                                                       or data.find(b"Step", s, e) >= 0))]
             new += _progress_facts(state, w, k, anchors, eligible, stamp, head=True, who_at=who_at)
             continue
         if mine is None:
@@ -914,21 +915,28 @@ def _scan_window(data: bytes, finder) -> tuple | None:
         excluded.add(s)
         other.setdefault(prefix.key, []).append(s)
         who_of.setdefault(prefix.key, prefix)
-    # progress lines by writer: (line start, step, raw line) where the exact pattern matches
-    progress: dict[tuple, list[tuple[int, int, bytes]]] = {}
-    search = _PROGRESS.search
-    for s in progress_starts:
-        s, e = span(s)
-        raw = data[s:e]
-        pm = search(raw)
+    # progress lines by writer: (line start, step, line end) where ``_PROGRESS`` matches; the
+    # step is the digit run that ends the line's first match
+    progress: dict[tuple, list[tuple[int, int, int]]] = {}
+    digits = b"0123456789"
+    for s, _a, b in progress_starts:
+        d = b
+        while d > _a and data[d - 1] in digits:
+            d -= 1
+        e = data.find(b"\n", b)
+        k = _parse_line(data[s:e])[0].key if s in excluded else plain
+        progress.setdefault(k, []).append((s, int(data[d:b]), n if e < 0 else e))
+    if not data.endswith(b"\n"):  # the unterminated last line, with the exact pattern
+        s = data.rfind(b"\n") + 1
+        pm = _PROGRESS.search(data, s)
         if pm is not None:
-            k = _parse_line(raw)[0].key if s in excluded else plain
-            progress.setdefault(k, []).append((s, int(pm.group(1)), raw))
+            k = _parse_line(data[s:])[0].key if s in excluded else plain
+            progress.setdefault(k, []).append((s, int(pm.group(1)), n))
     return other, who_of, excluded, progress, nccl_lines, blank
 
 
 def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, Anchor],
-                    progress: list[tuple[int, int, bytes]], stamp, head: bool,
+                    progress: list[tuple[int, int, int]], stamp, head: bool,
                     who_at) -> list[tuple[int, str, tuple, Anchor]]:
     """The last step and the new step anchors of one writer from its progress lines, as the
     line-by-line loop would find them, parsing as few stamps as that allows. Anchors are
@@ -936,7 +944,7 @@ def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, 
     if not progress:
         return []
     by_step: dict[int, list[int]] = {}
-    for s, step, _raw in progress:
+    for s, step, _end in progress:
         by_step.setdefault(step, []).append(s)
     # last step: the largest step of the lines that count (in the head only stamped ones count),
     # with the time of the last such line that has it

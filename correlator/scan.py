@@ -238,6 +238,9 @@ def _compile(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int) 
 #: ``H:M`` pair of every clock format (the hour's last digit may be a non-ASCII Unicode digit) and
 #: the start of an epoch stamp
 PROGRESS_HINT = rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b[ \t\r\f\v]*[=:]?[ \t\r\f\v]*\d"
+#: ``extract._PROGRESS`` itself for one line (its ``\s`` cannot meet a newline there): with the
+#: leftmost start of each match, a line's first match and so its step number come from Hyperscan
+PROGRESS_EXACT = rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b[ \t\r\f\v]*[=:]?[ \t\r\f\v]*\d{1,9}\b"
 STAMP_HINTS = (rb"[0-9\x80-\xbf]:[0-5]", rb"^\[?(?:1[5-9]|2[0-4])")
 #: the other line classes of a window: a line start that may hold a launcher prefix (after a
 #: newline; ``extract._MAYBE_PREFIX``), an NCCL origin line, a blank line (ASCII whitespace only)
@@ -266,8 +269,8 @@ class WindowFinder:
         self._progress.compile(expressions=[PROGRESS_HINT], ids=[0], elements=1, flags=[0])
         self._progress_scratch = hyperscan.Scratch(self._progress)
         self._lines = hyperscan.Database()
-        self._lines.compile(expressions=[PROGRESS_HINT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE],
-                            ids=[0, 1, 2, 3, 4], elements=5, flags=[0, 0, 0, 0, 0])
+        self._lines.compile(expressions=[PROGRESS_EXACT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE],
+                            ids=[0, 1, 2, 3, 4], elements=5, flags=[hyperscan.HS_FLAG_SOM_LEFTMOST, 0, 0, 0, 0])
         self._lines_scratch = hyperscan.Scratch(self._lines)
         self._prefixes = hyperscan.Database()
         self._prefixes.compile(expressions=list(RANK_PREFIX_HINTS), ids=[0, 1], elements=2, flags=[0, 0])
@@ -299,15 +302,22 @@ class WindowFinder:
                 break
         return out
 
-    def classify(self, data: bytes, max_marks: int) -> tuple[list[int], list[int] | None, list[int], int]:
-        """One pass over a window: starts of the lines that may hold progress, of those that may
-        carry a prefix (None when more than ``max_marks``), of NCCL lines, and the number of blank
-        lines (not counting the empty piece after a final newline)."""
+    def classify(self, data: bytes, max_marks: int
+                 ) -> tuple[list[tuple[int, int, int]], list[int] | None, list[int], int]:
+        """One pass over a window: the progress marks as (line start, mark start, mark end) -- each
+        line's first, as ``re.search`` finds it; the last line is left to the caller when the
+        window does not end with a newline --, the starts of the lines that may carry a prefix
+        (None when more than ``max_marks``), of NCCL lines, and the number of blank lines (not
+        counting the empty piece after a final newline)."""
         hits: list[list[int]] = [[], [], [], [], []]
+        progress_hits: list[tuple[int, int]] = []
         n = len(data)
         marks = hits[1]
 
-        def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> bool | None:
+        def on_match(pid: int, start: int, to: int, _flags: int, _ctx: object) -> bool | None:
+            if pid == 0:
+                progress_hits.append((start, to))
+                return None
             hits[pid].append(to)
             if pid == 1 and len(marks) > max_marks:
                 return True  # a combined stream: the caller reads it line by line anyway
@@ -332,7 +342,17 @@ class WindowFinder:
                     break
             return out
 
-        progress = starts(hits[0])
+        progress: list[tuple[int, int, int]] = []
+        last_line = rfind(b"\n") + 1 if not data.endswith(b"\n") else n
+        by_line: dict[int, tuple[int, int]] = {}
+        for start, to in progress_hits:
+            if start >= last_line:
+                continue  # an unterminated last line: its end is an end of buffer (see EMPTY_LINE)
+            ls = rfind(b"\n", 0, start) + 1
+            got = by_line.get(ls)
+            if got is None or start < got[0]:
+                by_line[ls] = (start, to)
+        progress = [(ls, a, b) for ls, (a, b) in sorted(by_line.items())]
         mark_starts = sorted({rfind(b"\n", 0, to - 1) + 1 for to in marks})
         nccl = starts(hits[2])
         # lines of data (without its final newline) that are empty or only ASCII whitespace: those

@@ -185,6 +185,10 @@ _WINDOW_LINES = [
     "[rank1]:gpu-a02:4321:4321 [1] NCCL INFO Using network IB",
     "3: [default1]:gpu-a03:77:77 [1] NCCL INFO Bootstrap : Using ib0",
     "NCCL version 2.21.5+cuda12.4",
+    "{py} step=1234567890 is too long, then step {n}",
+    "{py} global step {n} ITERATION 7",
+    "steps {n} stepping iter={n}x iter = {n}",
+    "[rank1]:{py} Step : {n}",
 ]
 
 
