@@ -177,6 +177,10 @@ def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> tuple
     try:
         with open(path, "rb") as f:
             raw = f.read()
+        try:
+            os.utime(path)  # least recently used databases are trimmed first
+        except OSError:
+            pass
         head, _, blob = raw.partition(b"\n")
         rejected = tuple(int(x) for x in head.decode().split(",") if x)
         import hyperscan
@@ -201,8 +205,26 @@ def _cache_store(exprs: Sequence[bytes], ids: Sequence[int], flags: int, db: obj
         with open(tmp, "wb") as f:
             f.write(",".join(str(i) for i in rejected).encode() + b"\n" + blob)
         os.replace(tmp, path)  # atomic: concurrent workers never read half a file
+        _cache_trim(d, keep=path)
     except Exception:  # a read-only home, a full disk: no cache, no harm
         return
+
+
+#: compiled databases kept in the cache (one per distinct rule set: edits, --rules folders, tests)
+CACHE_FILES = 32
+
+
+def _cache_trim(d: str, keep: str) -> None:
+    files = [os.path.join(d, f) for f in os.listdir(d) if f.startswith("hs-") and f.endswith(".db")]
+    if len(files) <= CACHE_FILES:
+        return
+    files.sort(key=lambda f: os.path.getmtime(f))
+    for f in files[: len(files) - CACHE_FILES]:
+        if f != keep:
+            try:
+                os.remove(f)
+            except OSError:
+                pass
 
 
 def _compile(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> tuple[object, tuple[int, ...]]:
