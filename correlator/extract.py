@@ -645,6 +645,7 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
         lines.pop()
     offset = base_offset
     seen_first: set[tuple] = set()
+    found: dict[tuple, Anchor] = {}  # this window's new step anchors, in line order
     for raw in lines:
         line_offset = offset
         offset += len(raw) + 1
@@ -687,8 +688,28 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
         if p is None:
             continue
         akey = ("step", str(step), key)
-        if akey not in anchors:
-            anchors[akey] = Anchor("step", str(step), w.who, p.time_ns, state.src.path)
+        if akey not in anchors and akey not in found:
+            found[akey] = Anchor("step", str(step), w.who, p.time_ns, state.src.path)
+    _add_anchors(anchors, list(found.items()), head)
+
+
+#: step anchors kept per writer and window: the first ones of the head window, the last ones of
+#: the tail window. Clock offsets are medians over steps that every host logged; a few dozen steps
+#: per rank are plenty, while every step of 3 MiB of log made ~1 M anchors in a 4096-rank job.
+ANCHORS_PER_WINDOW = 32
+
+
+def _add_anchors(anchors: dict[tuple, Anchor], new: list[tuple[tuple, Anchor]], head: bool) -> None:
+    """Add a window's new anchors (in line order), at most ``ANCHORS_PER_WINDOW`` per writer."""
+    per: dict[tuple, int] = {}
+    keep: list[tuple[tuple, Anchor]] = []
+    for akey, a in (new if head else reversed(new)):
+        n = per.get(akey[2], 0)
+        if n < ANCHORS_PER_WINDOW:
+            per[akey[2]] = n + 1
+            keep.append((akey, a))
+    for akey, a in (keep if head else reversed(keep)):
+        anchors[akey] = a
 
 
 # --- the window facts without a Python step per line (one writer, Hyperscan) ----------------------
@@ -873,8 +894,7 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             w.last_ns = p.time_ns
             state.last_stamp[k] = p.time_ns
         new += _progress_facts(state, w, k, anchors, progress.get(k, []), stamp, head=False, who_at=who_at)
-    for _s, _step, akey, anchor in sorted(new, key=lambda x: x[0]):
-        anchors[akey] = anchor
+    _add_anchors(anchors, [(akey, anchor) for _s, _step, akey, anchor in sorted(new, key=lambda x: x[0])], head)
     return True
 
 
@@ -960,17 +980,28 @@ def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, 
         else:
             continue
         break
-    # anchors: each step's first stamped line
-    out = []
-    for step, starts in by_step.items():
-        akey = ("step", str(step), key)
-        if akey in anchors:
-            continue
+    # anchors: each new step's first stamped line; only the first (head) or last (tail)
+    # ANCHORS_PER_WINDOW of them by line are kept, so steps are visited from that end and the
+    # visit stops once no further step can place an anchor among them
+    limit = ANCHORS_PER_WINDOW
+    steps = [(st, ss) for st, ss in by_step.items() if ("step", str(st), key) not in anchors]
+    steps.sort(key=(lambda x: x[1][0]) if head else (lambda x: -x[1][-1]))
+    out: list[tuple[int, str, tuple, Anchor]] = []
+    for step, starts in steps:
+        if len(out) >= limit:
+            if head and starts[0] > max(o[0] for o in out):
+                break  # its anchor would lie after all kept ones
+            if not head and starts[-1] < min(o[0] for o in out):
+                break
         for s in starts:
             p = stamp(s)
             if p is not None:
+                akey = ("step", str(step), key)
                 out.append((s, str(step), akey, Anchor("step", str(step), who_at(key, s), p.time_ns, state.src.path)))
                 break
+        if len(out) > limit:  # keep the window's end of them
+            out.sort(key=lambda o: o[0])
+            out = out[:limit] if head else out[-limit:]
     return out
 
 def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:

@@ -221,6 +221,13 @@ def test_window_facts_fast_path_equals_line_by_line(rules, rnd, a, b):
         head += b"\n"
     fast, slow = Engine(rules, "hyperscan"), Engine(rules, "regex")
     assert _window_run(fast, head, tail) == _window_run(slow, head, tail)
+    saved = ex.ANCHORS_PER_WINDOW
+    ex.ANCHORS_PER_WINDOW = rnd.choice([1, 3])  # the per-writer cap on step anchors, exercised
+    try:
+        assert _window_run(fast, head, tail) == _window_run(slow, head, tail)
+        assert _window_run(fast, head, head) == _window_run(slow, head, head)  # a small file
+    finally:
+        ex.ANCHORS_PER_WINDOW = saved
 
 
 # --- the one-copy cut ------------------------------------------------------------------------------
