@@ -742,12 +742,15 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
     if finder is None:
         return False
     # a small source's head and tail windows are the same bytes: look at them once
+    # (and the head of a source under 2 MiB is the start of its tail window: only the rest is new)
     ws = getattr(state, "_window_scan", None)
     if ws is None or ws[0] != (base_offset, len(data)):
-        scanned = _scan_window(data, finder)
-        if scanned is None:
-            return False
+        prev = ws[1] if ws is not None and ws[0][0] == base_offset and ws[0][1] < len(data) \
+            and ws[1] is not None and data[ws[0][1] - 1:ws[0][1]] == b"\n" else None
+        scanned = _scan_window(data, finder, ws[0][1] if prev is not None else 0, prev)  # type: ignore[index]
         ws = state._window_scan = ((base_offset, len(data)), scanned)  # type: ignore[attr-defined]
+    if ws[1] is None:
+        return False
     other, who_of, excluded, progress, nccl_lines, blank_lines = ws[1]
     n = len(data)
     plain = NO_PREFIX.key
@@ -902,16 +905,23 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
 _FAST_MAX_PREFIXED = 4096
 
 
-def _scan_window(data: bytes, finder) -> tuple | None:
+def _scan_window(data: bytes, finder, start: int = 0, prev: tuple | None = None) -> tuple | None:
     """What the fast window path needs from a window's bytes, independent of any writer state:
     the prefixed writers' lines, the progress lines by writer, the NCCL lines and the number of
-    blank lines; None when too many lines carry prefixes (a combined stream)."""
-    progress_starts, marks, nccl_lines, blank = finder.classify(data, _FAST_MAX_PREFIXED)
+    blank lines; None when too many lines carry prefixes (a combined stream). With ``prev``, the
+    result for ``data[:start]`` (``start`` a line start), only ``data[start:]`` is looked at."""
+    progress_starts, marks, nccl_lines, blank = finder.classify(data[start:] if start else data, _FAST_MAX_PREFIXED)
     if marks is None:
         return None
-    if _MAYBE_PREFIX.match(b"\n" + data[:1 << 16]):
+    if start:
+        progress_starts = [(a + start, b + start, c + start) for a, b, c in progress_starts]
+        marks = [m + start for m in marks]
+        nccl_lines = [x + start for x in nccl_lines]
+        if _MAYBE_PREFIX.match(data, start - 1):  # the slice's first line (after a newline)
+            marks.insert(0, start)
+    elif _MAYBE_PREFIX.match(b"\n" + data[:1 << 16]):
         marks.insert(0, 0)
-    if len(marks) > _FAST_MAX_PREFIXED:
+    if len(marks) + (len(prev[2]) if prev is not None else 0) > _FAST_MAX_PREFIXED:
         return None
     n = len(data)
     plain = NO_PREFIX.key
@@ -952,6 +962,14 @@ def _scan_window(data: bytes, finder) -> tuple | None:
         if pm is not None:
             k = _parse_line(data[s:])[0].key if s in excluded else plain
             progress.setdefault(k, []).append((s, int(pm.group(1)), n))
+    if prev is not None:  # the lines before ``start`` come first
+        p_other, p_who, p_excluded, p_progress, p_nccl, p_blank = prev
+        other = {k: p_other.get(k, []) + other.get(k, []) for k in {**p_other, **other}}
+        who_of = {**who_of, **p_who}
+        excluded = p_excluded | excluded
+        progress = {k: p_progress.get(k, []) + progress.get(k, []) for k in {**p_progress, **progress}}
+        nccl_lines = p_nccl + nccl_lines
+        blank = p_blank + blank
     return other, who_of, excluded, progress, nccl_lines, blank
 
 
