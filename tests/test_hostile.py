@@ -105,7 +105,7 @@ def test_hostile_folder_beside_a_real_job(tmp_path):
     took = time.perf_counter() - t0
     err = r.stderr.decode()
     assert r.returncode == 0, err
-    assert "Traceback" not in err and "Traceback" not in r.stdout.decode()
+    assert "Traceback" not in err  # correlate's own: the log's tracebacks are in the report, as data
     doc = json.loads(r.stdout)
     assert doc["verdict"] == "root_cause" and doc["root_cause"]["rank"] == 5
     assert doc["root_cause"]["rule"] == "storage.eio-on-checkpoint-save"
