@@ -1102,7 +1102,7 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                     region, carry = joined
                     _hygiene(state, region, offset)
                     next_line, keep, tail, head_done = _process_region(
-                        state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
+                        state, region, keep, keep_line, offset, tail, writers, anchors, head_done, carry)
                     lines_total += next_line - keep_line
                     keep_line = next_line
                     offset += len(region)
@@ -1123,17 +1123,18 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                     # hold the last lines back for the next round, so every candidate line has
                     # the lines after it (event context, the next stamped line) at hand
                     hold = cut - 1
+                    floor = max(cut - HOLD_BYTES, len(data) // 2)  # never more than half the buffer
                     for _ in range(HOLD_LINES):
-                        nl = data.rfind(b"\n", max(0, cut - HOLD_BYTES), hold)
+                        nl = data.rfind(b"\n", floor, hold)
                         if nl < 0:
                             break
                         hold = nl
-                    if hold > 0 and hold + 1 < cut and hold > len(data) // 2:
+                    if hold > 0 and hold + 1 < cut:
                         cut = hold + 1
                 region, carry = data[:cut], data[cut:]
                 _hygiene(state, region, offset)
                 keep_line, keep, tail, head_done = _process_region(
-                    state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
+                    state, region, keep, keep_line, offset, tail, writers, anchors, head_done, carry)
                 lines_total += region.count(b"\n")
                 offset += len(region)
             if carry:
@@ -1263,8 +1264,8 @@ def _join_cut(carry: bytes, chunk: bytes) -> tuple[bytes, bytes] | None:
     cut = lc + i + 1
     size = lc + len(chunk)
     hold = cut - 1
+    lo = max(cut - HOLD_BYTES, size // 2)  # never more than half the buffer
     for _ in range(HOLD_LINES):
-        lo = max(0, cut - HOLD_BYTES)
         nl = chunk.rfind(b"\n", max(lo - lc, 0), hold - lc) if hold > lc else -1
         if nl >= 0:
             nl += lc
@@ -1273,7 +1274,7 @@ def _join_cut(carry: bytes, chunk: bytes) -> tuple[bytes, bytes] | None:
         if nl < 0:
             break
         hold = nl
-    if hold > 0 and hold + 1 < cut and hold > size // 2:
+    if hold > 0 and hold + 1 < cut:
         cut = hold + 1
     if cut < lc:
         return None
@@ -1320,12 +1321,17 @@ def _flush_head(state: _State, writers: dict[tuple, _Writer], anchors: dict[tupl
 
 def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, offset: int, tail: bytes,
                     writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor],
-                    head_done: bool) -> tuple[int, bytes, bytes, bool]:
-    """Scan one line-aligned region (with the kept bytes before it for look-back)."""
+                    head_done: bool, ahead: bytes = b"") -> tuple[int, bytes, bytes, bool]:
+    """Scan one line-aligned region, with the kept bytes before it for look-back and the held-back
+    complete lines after it (``ahead``, scanned with the next region) for look-ahead."""
     _refresh_reference(state, region)
     if offset == 0:
         state.check_writers(region)
-    data = keep + region
+    if ahead:
+        ahead = ahead[:HOLD_BYTES]
+        ahead = ahead[: ahead.rfind(b"\n") + 1]
+    data = keep + region + ahead if ahead else keep + region
+    end_region = len(keep) + len(region)
     buf = _Buffer(data, len(keep), offset - len(keep), keep_line)
     lines = state.engine.scanner.scan(region, len(region))
     if keep:
@@ -1336,7 +1342,9 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
             _flush_head(state, writers, anchors)
             head_done = True
     line_no, counted_to = _process_candidates(state, buf, lines)
-    next_line = line_no + _count_nl(data, counted_to, len(data))  # = keep_line + lines in the region
+    next_line = line_no + _count_nl(data, counted_to, end_region)  # = keep_line + lines in the region
+    if ahead:
+        data = data[:end_region]
     new_keep = data[-KEEP_BYTES:] if len(data) > KEEP_BYTES else data
     if len(new_keep) < len(data):
         nl = new_keep.find(b"\n")

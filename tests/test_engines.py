@@ -239,12 +239,13 @@ def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
     if cut == 0:
         return None
     hold = cut - 1
+    floor = max(cut - hold_bytes, len(data) // 2)
     for _ in range(hold_lines):
-        nl = data.rfind(b"\n", max(0, cut - hold_bytes), hold)
+        nl = data.rfind(b"\n", floor, hold)
         if nl < 0:
             break
         hold = nl
-    if hold > 0 and hold + 1 < cut and hold > len(data) // 2:
+    if hold > 0 and hold + 1 < cut:
         cut = hold + 1
     return data[:cut], data[cut:]
 

@@ -100,3 +100,20 @@ def test_glog_year_comes_from_the_files_own_dates(engine):
     from jobs import T0
     wd = [m for m in d.matches if m.rule_id == "nccl.watchdog-collective-timeout"][0]
     assert 0 < (wd.time_ns - int(T0.timestamp()) * 10**9) / 1e9 < 1000
+
+
+def test_look_ahead_reaches_across_buffers(engine):
+    # a worker-exit line whose rank comes from the failure-table line *after* it is still resolved
+    # when the buffer boundary falls between them: the held-back lines are the region's look-ahead
+    body = "".join(f"[rank0]:2026-03-02 14:00:{i % 60:02d},000 - train - INFO - step={i}\n" for i in range(3000))
+    text = body + ("[rank0]:Traceback (most recent call last):\n[rank0]:  File \"t.py\", line 1\n"
+                   "[rank0]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                   "total capacity of 79.15 GiB of which 1.02 GiB is free.\n"
+                   "[rank0]:2026-03-02 14:01:00,500 - train - INFO - exiting\n")
+    whole = digest_of(engine, text)
+    for chunk in (len(body) - 10, len(body) + 40, 4096):
+        cut = digest_of(engine, text, chunk=chunk)
+        assert [(m.rule_id, m.line, m.time_ns, m.context) for m in cut.matches] == \
+               [(m.rule_id, m.line, m.time_ns, m.context) for m in whole.matches]
+    oom = [m for m in whole.matches if m.rule_id == "cuda.out-of-memory"][0]
+    assert oom.context[-1].endswith("exiting")  # the line after it is in its context
