@@ -148,3 +148,21 @@ def test_explain_has_every_section():
     text = explain(r)
     for part in ("Mechanism", "Fix", "Confirm", "References", r.id):
         assert part in text
+
+
+def test_rule_cache_sees_an_edited_file(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("CORRELATE_CACHE", str(tmp_path / "cache"))
+    d = tmp_path / "rules" / "custom"
+    d.mkdir(parents=True)
+    src = "\n".join([
+        'schema = 1', 'id = "custom.x"', 'title = "first"', 'category = "custom"', 'severity = "high"',
+        'role = "primary"', 'root_cause = "r"', 'fix = "f"', 'confirm = ["c"]', 'references = ["u"]',
+        '[match]', 'any = ["boom"]', 'prefilter = ["boom"]',
+        '[[examples]]', 'expect = "match"', 'log = "boom"', '[[examples]]', 'expect = "no-match"', 'log = "x"', ""])
+    (d / "x.toml").write_text(src)
+    assert load_rules([tmp_path / "rules"], include_builtin=False)[0].title == "first"
+    assert list((tmp_path / "cache").glob("rules-*.pickle"))
+    (d / "x.toml").write_text(src.replace('title = "first"', 'title = "second, longer"'))
+    assert load_rules([tmp_path / "rules"], include_builtin=False)[0].title == "second, longer"
+    (d / "y.toml").write_text(src.replace("custom.x", "custom.y"))
+    assert [r.id for r in load_rules([tmp_path / "rules"], include_builtin=False)] == ["custom.x", "custom.y"]
