@@ -27,7 +27,9 @@ from correlator.ruleset import PatternTimeout, RuleSet
 from correlator.scan import Pattern, Scanner, make_scanner
 from correlator.timestamps import NS, Parsed, StampParser
 
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 16 << 20
+#: a plain file up to this size is read in one piece (most one-file-per-rank logs)
+WHOLE_FILE_BYTES = 32 << 20
 #: bytes of the previous buffer kept for event-scope look-back and inherited times
 KEEP_BYTES = 1 << 20
 HEAD_BYTES = 1 << 20
@@ -1075,7 +1077,10 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
     in_long = False  # inside a line longer than the carry limit (processed in pieces)
     try:
         with stream:
-            chunks = _read(stream, opts.chunk_bytes, src, state)
+            read_size = opts.chunk_bytes
+            if src.kind == "file" and src.size is not None and 0 < src.size <= WHOLE_FILE_BYTES:
+                read_size = max(read_size, src.size + 1)  # a rank's file in one read: nothing to cut
+            chunks = _read(stream, read_size, src, state)
             if src.stream == "error.json":
                 whole = b"".join(chunks)
                 converted, d = _error_json(whole, src)
@@ -1096,7 +1101,11 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                         skipped += len(chunk) + max(0, rest)  # not read: a device never ends
                         total = skipped
                         break
-                joined = _join_cut(carry, chunk)
+                if (not carry and offset == 0 and src.kind == "file" and len(chunk) == src.size
+                        and chunk.endswith(b"\n")):
+                    joined = (chunk, b"")  # the whole file: no cut, no copy, nothing to hold back
+                else:
+                    joined = _join_cut(carry, chunk)
                 if joined is not None:  # the usual case, without copying the buffer twice
                     in_long = False
                     region, carry = joined
