@@ -218,47 +218,7 @@ def test_page_loads_in_chromium(name: str, report: Report, tmp_path: Path) -> No
 
 # --- end to end: the real pipeline over small logs written here, and over sample_logs/*/ ---------
 
-REPO = Path(__file__).resolve().parent.parent
-SAMPLE_JOBS = sorted(p for p in (REPO / "sample_logs").glob("*/") if p.is_dir())
-
-
-def write_job(folder: Path, job_id: str, hosts: tuple[str, str] = ("gpu-b07", "gpu-b08"), root_rank: int = 1,
-              fault: str = "eio") -> Path:
-    """A 4-rank job (2 nodes x 2) as one ``srun --label`` file with torchrun ``--tee`` and ``[rankN]`` prefixes:
-    ``root_rank`` fails during step 3, the others' NCCL watchdogs fire 600 s later, SLURM cancels the step."""
-    lines = []
-    for rank in range(4):
-        node, local = divmod(rank, 2)
-        pre = f"{node}: [default{local}]:[rank{rank}]:"
-        lines.append(f"{pre}{hosts[node]}:{2000 + rank}:{2000 + rank} [{local}] NCCL INFO comm 0x55d0 rank {rank} "
-                     f"nranks 4 cudaDev {local} nvmlDev {local} busId 1000 commId 0xabc - Init COMPLETE")
-        for step in (1, 2, 3):
-            lines.append(f"{pre}2026-03-02 14:0{step}:00,{rank:03d} - train - INFO - step={step * 100} loss=2.31")
-        if rank == root_rank:
-            lines.append(f"{pre}2026-03-02 14:03:30,000 - train - INFO - saving checkpoint")
-            lines.append(f"{pre}Traceback (most recent call last):")
-            if fault == "eio":
-                lines.append(f'{pre}  File "/opt/conda/lib/python3.11/site-packages/torch/serialization.py", '
-                             f"line 652, in save")
-                lines.append(f"{pre}OSError: [Errno 5] Input/output error")
-            else:
-                lines.append(f"{pre}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU {local} "
-                             f"has a total capacity of 79.15 GiB of which 1.02 GiB is free.")
-        else:
-            lines.append(f"{pre}[E0302 14:13:30.{rank:03d}000000 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught "
-                         f"collective operation timeout: WorkNCCL(SeqNum=301, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-                         f"Timeout(ms)=600000) ran for 600010 milliseconds before timing out.")
-    lines.append(f"slurmstepd: error: *** STEP {job_id}.0 ON {hosts[0]} CANCELLED AT 2026-03-02T14:14:03 ***")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"slurm-{job_id}.out"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
-
-
-def analyze_job(folder: Path, job_id: str | None = None) -> Report:
-    from correlator.pipeline import Options, analyze
-
-    return analyze([str(folder)], Options(workers=1, tz="UTC", job_id=job_id))
+from report_fixtures import REPO, SAMPLE_JOBS, analyze_job, write_job  # noqa: E402,F401
 
 
 def test_every_sample_job_renders_as_html_and_loads_in_chromium(tmp_path: Path) -> None:
