@@ -225,18 +225,9 @@ def _root_section(report: Report, *, mark_root: bool) -> str:
             out.append("<p>Failures were seen but the evidence does not single out a first rank; "
                        "see the timeline and the diagnostics.</p>")
         return "".join(out)
-    from correlator.report.markdown import _DECIDED_BY  # one wording for both documents
+    from correlator.report.markdown import root_facts  # one wording for both documents
 
-    rows = [("where", _e(who(root.rank, root.host, root.local_rank))),
-            ("what", f"{_e(root.title)} (<code>{_e(root.rule)}</code>)"),
-            ("category / severity", f"{_e(root.category)} / {_e(root.severity)}"),
-            ("when", f"{_e(fmt_time(root.time))} UTC" if root.time else "no timestamp"),
-            ("confidence", f"{root.confidence:.2f}"),
-            ("decided by", _e(_DECIDED_BY.get(root.decided_by, root.decided_by)))]
-    if root.tie:
-        rows.append(("tied with", f"ranks {_e(rank_ranges(root.tie))} (could not be ordered before it)"))
-    if root.attempt is not None:
-        rows.append(("attempt", _e(root.attempt)))
+    rows = root_facts(root, _e, lambda t: f"<code>{_e(t)}</code>")
     out.append(_table(("", ""), ((f"<th>{_e(k)}</th>", _td(v)) for k, v in rows)))
     out.append("<h3>Evidence</h3>")
     if root.evidence:

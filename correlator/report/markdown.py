@@ -15,10 +15,10 @@ escape ``|`` so a log line cannot break the table.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 
-from correlator.model import Report, TimelineEvent, Verdict
+from correlator.model import Report, RootCause, TimelineEvent, Verdict
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out
 TIMELINE_LIMIT = 200
@@ -47,6 +47,22 @@ _DECIDED_BY = {
 
 
 # --- shared view helpers (also used by html.py) --------------------------------------------------
+
+
+def root_facts(root: RootCause, esc: Callable[[str], str], code: Callable[[str], str]) -> list[tuple[str, str]]:
+    """The root cause's fact rows, one wording for the Markdown and HTML documents; ``esc`` and
+    ``code`` make text safe (and code-styled) for the document being written."""
+    rows = [("where", esc(who(root.rank, root.host, root.local_rank))),
+            ("what", f"{esc(root.title)} ({code(root.rule)})"),
+            ("category / severity", f"{esc(root.category)} / {esc(root.severity)}"),
+            ("when", esc(f"{fmt_time(root.time)} UTC") if root.time else "no timestamp"),
+            ("confidence", f"{root.confidence:.2f}"),
+            ("decided by", esc(_DECIDED_BY.get(root.decided_by, root.decided_by)))]
+    if root.tie:
+        rows.append(("tied with", esc(f"ranks {rank_ranges(root.tie)} (could not be ordered before it)")))
+    if root.attempt is not None:
+        rows.append(("attempt", esc(str(root.attempt))))
+    return rows
 
 
 def parse_iso(text: str | None) -> float | None:
@@ -429,16 +445,7 @@ def _root_section(report: Report) -> list[str]:
                     "see the timeline and the diagnostics below.", ""]
         return out
     out = ["## Root cause", ""]
-    facts = [("where", md_escape(who(root.rank, root.host, root.local_rank))),
-             ("what", f"{md_escape(root.title)} ({md_code(root.rule)})"),
-             ("category / severity", f"{md_escape(root.category)} / {md_escape(root.severity)}"),
-             ("when", f"{fmt_time(root.time)} UTC" if root.time else "no timestamp"),
-             ("confidence", f"{root.confidence:.2f}"),
-             ("decided by", md_escape(_DECIDED_BY.get(root.decided_by, root.decided_by)))]
-    if root.tie:
-        facts.append(("tied with", f"ranks {rank_ranges(root.tie)} (could not be ordered before it)"))
-    if root.attempt is not None:
-        facts.append(("attempt", str(root.attempt)))
+    facts = root_facts(root, md_escape, md_code)
     out += _table(("", ""), facts) + [""]
     out += ["### Evidence", ""]
     if root.evidence:
