@@ -218,7 +218,8 @@ def _rules_cache_path(roots: Sequence[Path]) -> Path | None:
     if d is None:
         return None
     h = hashlib.sha256(f"schema={SCHEMA};".encode())
-    for f in [Path(__file__), *(p for root in roots for p in [root, *rule_files(root)])]:
+    model = Path(__file__).with_name("model.py")  # the pickled Rule's shape
+    for f in [Path(__file__), model, *(p for root in roots for p in [root, *rule_files(root)])]:
         try:
             st = f.stat()
         except OSError:
