@@ -139,6 +139,35 @@ def _work(src: SourceInfo) -> Digest:
     return _safe_extract(src, _ENGINE, _OPTS)
 
 
+def _work_batch(srcs: list[SourceInfo]) -> list[Digest]:
+    return [_work(s) for s in srcs]
+
+
+#: small files travel to the workers in batches: one task per 1 MB file spends more on the pool's
+#: bookkeeping (on a core the workers need) than on the file
+BATCH_BYTES, BATCH_FILES = 32 << 20, 64
+
+
+def _batches(order: list[int], sources: Sequence[SourceInfo], n: int) -> list[list[int]]:
+    """Consecutive runs of ``order`` (largest first) of at most BATCH_BYTES / BATCH_FILES, and small
+    enough that every worker gets several (the pool stays busy to the end)."""
+    total = sum(sources[i].size or 0 for i in order)
+    cap_bytes = max(1, min(BATCH_BYTES, total // max(1, 4 * n)))
+    out: list[list[int]] = []
+    cur: list[int] = []
+    size = 0
+    for i in order:
+        sz = sources[i].size or 0
+        if cur and (size + sz > cap_bytes or len(cur) >= BATCH_FILES):
+            out.append(cur)
+            cur, size = [], 0
+        cur.append(i)
+        size += sz
+    if cur:
+        out.append(cur)
+    return out
+
+
 # --- split files: parallel scan, serial extract ---------------------------------------------------
 
 Candidates = list[tuple[int, tuple[int, ...]]]
@@ -305,7 +334,7 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
         ctx = multiprocessing.get_context("spawn")
         init_arg = spec
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init, initargs=(init_arg,)) as pool:
-        futures = {pool.submit(_work, sources[i]): i for i in whole}
+        futures = {pool.submit(_work_batch, [sources[i] for i in b]): b for b in _batches(whole, sources, n)}
         for i in split:  # this process extracts, the workers scan
             s = sources[i]
             try:
@@ -315,9 +344,10 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
             except Exception:  # noqa: BLE001 - whatever went wrong with the pieces, read it whole
                 out[i] = _safe_extract(s, eng, spec.opts)
             tick()
-        for fut, i in futures.items():
-            out[i] = fut.result()
-            tick()
+        for fut, batch in futures.items():
+            for i, d in zip(batch, fut.result()):
+                out[i] = d
+                tick()
         for i, s in enumerate(sources):
             if s.kind == "stdin":
                 out[i] = _safe_extract(s, eng, spec.opts)

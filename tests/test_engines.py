@@ -287,3 +287,15 @@ def test_line_start_captures_equal_the_multiline_findall(text):
     assert ex._line_start_captures(text, False) == want
     if hyperscan_available():
         assert ex._line_start_captures(text, True) == want
+
+
+def test_batches_keep_order_and_cover_every_file():
+    from correlator.engines import _batches
+    from correlator.model import SourceInfo as S
+
+    srcs = [S(path=f"f{i}", size=sz) for i, sz in enumerate([50 << 20, 1 << 20, 1 << 20, 3 << 20] + [1 << 20] * 200)]
+    order = sorted(range(len(srcs)), key=lambda i: -(srcs[i].size or 0))
+    batches = _batches(order, srcs, 2)
+    assert [i for b in batches for i in b] == order
+    assert batches[0] == [0]  # a big file travels alone
+    assert all(len(b) <= 64 for b in batches) and len(batches) >= 8  # several per worker
