@@ -145,7 +145,7 @@ class _State:
                 ref = int(os.path.getmtime(src.path) * NS)
             except OSError:
                 ref = None
-        self.stamps = StampParser(opts.tz, ref)
+        self.stamps = StampParser(opts.tz, ref, reference_is_bound=ref is not None)
         self.matches: list[Match] = []
         self.kept: dict[tuple[str, tuple], int] = defaultdict(int)
         self.tail_keep: dict[tuple[str, tuple], list[Match]] = defaultdict(list)

@@ -83,9 +83,12 @@ class StampParser:
     Holds a small cache of second -> epoch conversions: a log has many stamps in the same second.
     """
 
-    def __init__(self, tz: tzinfo | None = None, reference_ns: int | None = None) -> None:
+    def __init__(self, tz: tzinfo | None = None, reference_ns: int | None = None, *,
+                 reference_is_bound: bool = False) -> None:
         self.tz = tz if tz is not None else timezone.utc
         self.reference_ns = reference_ns
+        #: the reference is an upper bound (the file's modification time), not a stamp from the file
+        self.reference_is_bound = reference_is_bound
         self._cache: dict[tuple[int, ...], int] = {}
 
     def _epoch_s(self, y: int, mo: int, d: int, h: int, mi: int, s: int, zone: str | None) -> int | None:
@@ -124,6 +127,10 @@ class StampParser:
             guess = datetime(year, mo, d, tzinfo=timezone.utc).timestamp() * NS
         except ValueError:  # Feb 29 in a year without it: try the neighbours
             return year - 1 if mo == 2 else year
+        if self.reference_is_bound:
+            # nothing in a file was written after the file was: the latest year that keeps the stamp
+            # at or before its modification time (a day of slack for the zone)
+            return year - 1 if guess - ref > 86_400 * NS else year
         # A stamp far after the reference belongs to the previous year (a file that crossed New
         # Year, referenced by its end); far before, to the next one.
         if guess - ref > _HALF_YEAR_NS:
@@ -185,3 +192,4 @@ class StampParser:
         """Use a stamp that carried its year as the reference for year-less ones that follow."""
         if not parsed.year_inferred:
             self.reference_ns = parsed.time_ns
+            self.reference_is_bound = False

@@ -96,3 +96,13 @@ def test_glog_round_trip_near_reference(dt, days):
 @given(st.text(max_size=300))
 def test_parser_never_raises(text):
     StampParser(UTC).parse(text)
+
+
+def test_year_from_a_modification_time_is_never_in_the_future():
+    # a glog-only file last written on 2026-11-30: May 26 and Dec 23 stamps are from before it
+    parser = StampParser(UTC, ns(2026, 11, 30, 12, 0, 0), reference_is_bound=True)
+    assert parser.parse("E0526 16:36:24.000000 1 x.cpp:1] x").time_ns == ns(2026, 5, 26, 16, 36, 24)
+    assert parser.parse("E1223 05:18:02.000000 1 x.cpp:1] x").time_ns == ns(2025, 12, 23, 5, 18, 2)
+    # a stamp from inside the file is a reference both ways (a log that crossed New Year)
+    parser.observe(parser.parse("2026-12-31T23:00:00Z x"))
+    assert parser.parse("I0101 00:00:01.000000 1 x.cpp:1] x").time_ns == ns(2027, 1, 1, 0, 0, 1)
