@@ -503,6 +503,41 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     return out
 
 
+def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:
+    """When the logs hold nothing but torchrun's failure tables (a worker exited 1 and its traceback
+    was not captured), the earliest table entry across all nodes is the best evidence there is:
+    better than torchrun's own per-node pick, and said with low confidence."""
+    if out.verdict is not Verdict.UNDETERMINED:
+        return
+    entries = [f for f in facts if f.source == "failure-table" and f.who.rank is not None
+               and f.exitcode not in (None, -15, -2, -1)]
+    rule = rules.get("launcher.worker-failed-exitcode")
+    if not entries or rule is None:
+        return
+    entries.sort(key=lambda f: (f.time_ns is None, f.time_ns or 0))
+    first = entries[0]
+    others = sorted({f.who.rank for f in entries[1:] if f.who.rank != first.who.rank})
+    gap = None
+    if len(entries) > 1 and first.time_ns is not None and entries[1].time_ns is not None:
+        gap = (entries[1].time_ns - first.time_ns) / NS
+    why = (f"only torchrun's failure tables tell of the failure: rank {first.who.rank} has the earliest "
+           f"entry (exit code {first.exitcode})" + (f", {gap:.0f} s before the next" if gap else ""),
+           "its own error output is not in the logs (redirected, or lost): look at the worker's log or its "
+           "error_file for the cause")
+    conf = 0.55 if gap and gap >= 2 else 0.3
+    lines = [e for e in out.events if e.rank == first.who.rank and "exitcode" in " ".join(k for k, _ in e.m.captures)]
+    evidence = tuple(Evidence(e.m.path, e.m.line, e.m.text) for e in lines[:2]) or (
+        Evidence(first.origin_path, 0, f"rank {first.who.rank} exitcode {first.exitcode}"),)
+    tie = tuple(r for r in others if gap is not None and gap < 1) if gap is not None else tuple(others[:8])
+    out.verdict = Verdict.ROOT_CAUSE
+    out.root = RootCause(
+        rank=first.who.rank, host=first.who.host, local_rank=first.who.local_rank, rule=rule.id,
+        title=rule.title, category=rule.category, severity=str(rule.severity), time=iso(first.time_ns),
+        confidence=conf, tie=tie, evidence=evidence,
+        mechanism=rule.root_cause, fix=rule.fix, confirm=rule.confirm, references=rule.references, why=why,
+        prevention=rule.prevention, decided_by="failure-table")
+
+
 def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[CollateralItem]]:
     root_t = out.root_ev.t if out.root_ev is not None else None
     by: dict[tuple[str, str], list[Ev]] = defaultdict(list)

@@ -166,6 +166,7 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     else:
         out = attribution.attribute(matches, streams, rules, est, known, skew_note=skew_note,
                                     single_node=imap.single_node)
+    attribution.table_root(out, [f for d in digests for f in d.identities], rules)
     groups, chain, items = attribution.groups_and_chain(out)
     tl = attribution.timeline(out)
     rows = attribution.rank_rows(out, streams, known, est)

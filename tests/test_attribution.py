@@ -164,3 +164,14 @@ def test_torchelastic_restarts_get_one_verdict_per_attempt(tmp_path):
     assert [a["attempt"] for a in rep.attempts] == [1, 0]
     assert rep.root_cause.rank == 3 and rep.root_cause.rule == "gpu-hardware.uncorrectable-ecc"
     assert rep.attempts[1]["rank"] == 2 and rep.attempts[1]["rule"] == "cuda.out-of-memory"
+
+
+def test_only_failure_tables_name_the_earliest_entry_across_nodes(engine):
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "fixtures" / "tables-only-slurm-7.out").read_text()
+    rep = run(engine, {"slurm-7.out": text})
+    rc = rep.root_cause
+    assert rep.verdict is Verdict.ROOT_CAUSE and rc.decided_by == "failure-table"
+    assert (rc.rank, rc.host) == (4, "node-b")  # 51 s before node-a's entry; torchrun's tables disagree
+    assert 0.3 <= rc.confidence <= 0.6 and rc.evidence[0].line > 0
