@@ -46,6 +46,22 @@ def hyperscan_available() -> bool:
     return True
 
 
+def _line_starts(data: bytes, ends: list[int]) -> list[int]:
+    """Starts of the lines holding the match ends ``ends`` (ascending), each line once."""
+    out: list[int] = []
+    rfind, find = data.rfind, data.find
+    line_end = -1
+    for to in ends:
+        if to <= line_end:
+            continue  # another hit on the same line
+        at = to - 1
+        out.append(rfind(b"\n", 0, at) + 1)
+        line_end = find(b"\n", at)
+        if line_end < 0:
+            break
+    return out
+
+
 class KeywordScanner:
     """Fallback: ``bytes.find`` for each distinct keyword; hits are (line start, pattern ids)."""
 
@@ -114,7 +130,7 @@ class HyperscanScanner:
 
             self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
         lines: dict[int, set[int]] = {}
-        rfind = data.rfind
+        rfind, find = data.rfind, data.find
         last_start, last_end, last_set = -1, -1, None
         for to, pid in ends:
             if last_start <= to - 1 < last_end and last_set is not None:
@@ -311,18 +327,7 @@ class WindowFinder:
             append(to)
 
         self._progress.scan(data, match_event_handler=on_match, scratch=self._progress_scratch)
-        out: list[int] = []
-        rfind, find = data.rfind, data.find
-        line_end = -1
-        for to in ends:
-            if to <= line_end:
-                continue  # another hit on the same line
-            at = to - 1
-            out.append(rfind(b"\n", 0, at) + 1)
-            line_end = find(b"\n", at)
-            if line_end < 0:
-                break
-        return out
+        return _line_starts(data, ends)
 
     def classify(self, data: bytes, max_marks: int
                  ) -> tuple[list[tuple[int, int, int]], list[int] | None, list[int], int]:
@@ -352,17 +357,7 @@ class WindowFinder:
         rfind, find = data.rfind, data.find
 
         def starts(ends: list[int]) -> list[int]:
-            out: list[int] = []
-            line_end = -1
-            for to in ends:
-                if to <= line_end:
-                    continue  # another hit on the same line
-                at = to - 1
-                out.append(rfind(b"\n", 0, at) + 1)
-                line_end = find(b"\n", at)
-                if line_end < 0:
-                    break
-            return out
+            return _line_starts(data, ends)
 
         progress: list[tuple[int, int, int]] = []
         last_line = rfind(b"\n") + 1 if not data.endswith(b"\n") else n
@@ -397,7 +392,7 @@ class WindowFinder:
             ends.append(to)
 
         self._prefixes.scan(data, match_event_handler=on_match, scratch=self._prefixes_scratch)
-        rfind = data.rfind
+        rfind, find = data.rfind, data.find
         return sorted({rfind(b"\n", 0, to - 1) + 1 for to in ends})
 
     def first_hint(self, data: bytes, pos: int) -> int:
