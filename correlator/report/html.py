@@ -343,14 +343,9 @@ def _attempts_section(report: Report) -> str:
 
 
 def _diagnostics_section(report: Report) -> str:
-    stats = report.stats
-    notes = []
-    if stats.sources_unreadable:
-        notes.append(f"{stats.sources_unreadable} sources could not be read at all")
-    if stats.bytes_skipped:
-        notes.append(f"{stats.bytes_skipped:,} bytes were skipped")
-    if stats.lines_capped:
-        notes.append(f"{stats.lines_capped:,} over-long lines were cut (still scanned in full)")
+    from correlator.report.markdown import unread_notes  # one wording for both documents
+
+    notes = unread_notes(report)
     if not report.diagnostics and not notes:
         return "<h2>What could not be read</h2><p>Everything given was read.</p>"
     items = [f"<li>{_e(n)}</li>" for n in notes]

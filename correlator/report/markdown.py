@@ -65,17 +65,34 @@ def root_facts(root: RootCause, esc: Callable[[str], str], code: Callable[[str],
     return rows
 
 
-def parse_iso(text: str | None) -> float | None:
-    """Seconds since the epoch of a report time (``2026-03-02T14:07:31.412Z``), or None."""
+def parse_dt(text: str | None) -> datetime | None:
+    """The aware datetime of a report time (``2026-03-02T14:07:31.412Z``), or None."""
     if not text:
         return None
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
+
+
+def parse_iso(text: str | None) -> float | None:
+    """Seconds since the epoch of a report time, or None."""
+    dt = parse_dt(text)
+    return dt.timestamp() if dt is not None else None
+
+
+def unread_notes(report: Report) -> list[str]:
+    """What the stats say was not read, in the words both post-mortem documents use."""
+    stats = report.stats
+    notes = []
+    if stats.sources_unreadable:
+        notes.append(f"{stats.sources_unreadable} sources could not be read at all")
+    if stats.bytes_skipped:
+        notes.append(f"{stats.bytes_skipped:,} bytes were skipped")
+    if stats.lines_capped:
+        notes.append(f"{stats.lines_capped:,} over-long lines were cut (still scanned in full)")
+    return notes
 
 
 def fmt_time(text: str | None, *, date: bool = True) -> str:
@@ -563,14 +580,7 @@ def _attempts_section(report: Report) -> list[str]:
 
 def _diagnostics_section(report: Report) -> list[str]:
     out = ["## What could not be read", ""]
-    stats = report.stats
-    notes = []
-    if stats.sources_unreadable:
-        notes.append(f"{stats.sources_unreadable} sources could not be read at all")
-    if stats.bytes_skipped:
-        notes.append(f"{stats.bytes_skipped:,} bytes were skipped")
-    if stats.lines_capped:
-        notes.append(f"{stats.lines_capped:,} over-long lines were cut (still scanned in full)")
+    notes = unread_notes(report)
     if not report.diagnostics and not notes:
         return out + ["Everything given was read.", ""]
     out += [f"- {n}" for n in notes]

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from correlator.model import Report, TimelineEvent, iso
-from correlator.report.markdown import who
+from correlator.report.markdown import parse_dt, who
 
 #: thread id base of a host's lines that name no rank (plus the host's pid)
 AGENT_TID = 1_000_000
@@ -42,14 +42,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 def _micros(text: str | None) -> int | None:
     """Integer microseconds since the epoch of a report time (floats would blur sub-µs at 1.7e15)."""
-    if not text:
+    dt = parse_dt(text)
+    if dt is None:
         return None
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
     return (dt - _EPOCH) // timedelta(microseconds=1)
 
 
