@@ -1129,17 +1129,7 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                     in_long = True
                 else:
                     in_long = False
-                    # hold the last lines back for the next round, so every candidate line has
-                    # the lines after it (event context, the next stamped line) at hand
-                    hold = cut - 1
-                    floor = max(cut - HOLD_BYTES, len(data) // 2)  # never more than half the buffer
-                    for _ in range(HOLD_LINES):
-                        nl = data.rfind(b"\n", floor, hold)
-                        if nl < 0:
-                            break
-                        hold = nl
-                    if hold > 0 and hold + 1 < cut:
-                        cut = hold + 1
+                    cut = _hold_back(data, cut)
                 region, carry = data[:cut], data[cut:]
                 _hygiene(state, region, offset)
                 keep_line, keep, tail, head_done = _process_region(
@@ -1260,6 +1250,20 @@ def _count_nl(data: bytes, start: int, end: int) -> int:
     if _np is False:
         return data.count(b"\n", start, end)
     return int(_np.count_nonzero(_np.frombuffer(data, _np.uint8, end - start, start) == 10))
+
+
+def _hold_back(data: bytes, cut: int) -> int:
+    """Where to end this round's region instead of at ``cut`` (a line start): the last lines are
+    held back for the next round, so every candidate line has the lines after it (event context,
+    the next stamped line) at hand; never more than HOLD_LINES, HOLD_BYTES or half the buffer."""
+    hold = cut - 1
+    floor = max(cut - HOLD_BYTES, len(data) // 2)
+    for _ in range(HOLD_LINES):
+        nl = data.rfind(b"\n", floor, hold)
+        if nl < 0:
+            break
+        hold = nl
+    return hold + 1 if 0 < hold and hold + 1 < cut else cut
 
 
 def _join_cut(carry: bytes, chunk: bytes) -> tuple[bytes, bytes] | None:

@@ -241,19 +241,17 @@ def test_window_facts_fast_path_equals_line_by_line(rules, rnd, a, b):
 # --- the one-copy cut ------------------------------------------------------------------------------
 
 def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
+    """The plain cut of the read loop: join, cut at the last newline, hold lines back."""
     data = carry + chunk
     cut = data.rfind(b"\n") + 1
     if cut == 0:
         return None
-    hold = cut - 1
-    floor = max(cut - hold_bytes, len(data) // 2)
-    for _ in range(hold_lines):
-        nl = data.rfind(b"\n", floor, hold)
-        if nl < 0:
-            break
-        hold = nl
-    if hold > 0 and hold + 1 < cut:
-        cut = hold + 1
+    saved = ex.HOLD_LINES, ex.HOLD_BYTES
+    ex.HOLD_LINES, ex.HOLD_BYTES = hold_lines, hold_bytes
+    try:
+        cut = ex._hold_back(data, cut)
+    finally:
+        ex.HOLD_LINES, ex.HOLD_BYTES = saved
     return data[:cut], data[cut:]
 
 
