@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from correlator.identity import compress_ranks
+
 from correlator.model import (
     ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,
     Stats, TimelineEvent, Verdict, iso,
@@ -17,14 +19,7 @@ EIO = "OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_18000/model.pt'
 
 
 def _ranges(ranks: list[int]) -> str:
-    out, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ",".join(out)
+    return compress_ranks(ranks)
 
 
 def make_report(n_hosts: int = 2, per_host: int = 4, root_rank: int = 1, root_text: str = EIO,

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 
+from correlator.identity import compress_ranks
 from correlator.model import Report, RootCause, TimelineEvent, Verdict
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out
@@ -136,16 +137,7 @@ def fmt_duration(seconds: float) -> str:
 
 def rank_ranges(ranks: Iterable[int]) -> str:
     """``[0, 1, 2, 5]`` -> ``0-2,5`` (the same notation as a group's ``ranks``)."""
-    values = sorted(set(ranks))
-    parts: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ",".join(parts)
+    return compress_ranks(list(ranks))
 
 
 def clip(text: str, limit: int = TEXT_LIMIT) -> str:
