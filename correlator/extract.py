@@ -32,8 +32,14 @@ CHUNK_BYTES = 16 << 20
 WHOLE_FILE_BYTES = 32 << 20
 #: bytes of the previous buffer kept for event-scope look-back and inherited times
 KEEP_BYTES = 1 << 20
+#: the head and tail windows (per-writer first/last stamps, last step, step anchors) of a source
+#: whose lines carry launcher prefixes: a combined stream, where every writer needs its share
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 2 << 20
+#: the same windows for a source of one writer (no line of the window may carry a prefix): its
+#: first stamps and steps are in its first lines, its last ones in its last lines
+HEAD_BYTES_ONE = 256 << 10
+TAIL_BYTES_ONE = 512 << 10
 #: a line longer than this is cut for matching and display (the rest is still scanned)
 MAX_LINE_BYTES = 1 << 20
 #: matches kept per (rule, writer) in one source: the first ones and the last ones
@@ -120,6 +126,10 @@ class Engine:
             patterns.append(Pattern(len(patterns), rx, kws))
             self.pattern_rule.append(-1 - fi)
         self.scanner: Scanner = make_scanner(patterns, scanner)
+        if self.scanner.name == "hyperscan":
+            from correlator.scan import window_finder
+
+            window_finder()  # built here, so that forked workers inherit it
 
 
 @dataclass
@@ -165,6 +175,8 @@ class _State:
         self.tz_assumed = False
         self.year_inferred = False
         self.head = b""
+        #: whether the head window is one writer's (decided on its first HEAD_BYTES_ONE bytes)
+        self.one_writer: bool | None = None
         #: writer key -> what its last stamp search saw (the next unstamped line reuses it)
         self.scans: dict[tuple, _Scan] = {}
 
@@ -1177,6 +1189,7 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
     if not head_done:
         _flush_head(state, writers, anchors)
     if tail:
+        tail = _tail_window(state, tail)
         _window_facts(state, tail, offset - len(tail), writers, anchors, head=False)
     single = len(writers) <= 1 or src.file_rank is not None or src.file_local_rank is not None
     streams = []
@@ -1325,8 +1338,37 @@ def _refresh_reference(state: _State, region: bytes) -> None:
         state.stamps.observe(p)
 
 
+def _one_writer(data: bytes) -> bool:
+    """Whether the lines of ``data`` are one writer's: at most one kind of launcher prefix
+    (``_MAYBE_PREFIX``, a superset) besides plain lines -- a rank's own file, where torchrun tags
+    only the stderr lines ``[rank5]:``, is one writer here; a combined stream is not."""
+    kinds = {m.group(0) for m in _MAYBE_PREFIX.finditer(data)}
+    first = _MAYBE_PREFIX.match(b"\n" + data[:256])
+    if first is not None:
+        kinds.add(first.group(0))
+    return len(kinds) <= 1
+
+
+def _head_limit(state: _State) -> int:
+    """The size of the source's head window: ``HEAD_BYTES_ONE`` once its first ``HEAD_BYTES_ONE``
+    bytes are known to be one writer's, else ``HEAD_BYTES``."""
+    if state.one_writer is None and len(state.head) >= HEAD_BYTES_ONE:
+        state.one_writer = _one_writer(state.head[:HEAD_BYTES_ONE])
+    return HEAD_BYTES_ONE if state.one_writer else HEAD_BYTES
+
+
+def _tail_window(state: _State, tail: bytes) -> bytes:
+    """The tail window from the last ``TAIL_BYTES`` kept: its last ``TAIL_BYTES_ONE`` bytes (from a
+    line start) when the head and those bytes are one writer's."""
+    if len(tail) <= TAIL_BYTES_ONE or state.one_writer is False:
+        return tail
+    short = tail[-TAIL_BYTES_ONE:]
+    short = short[short.find(b"\n") + 1:]
+    return short if _one_writer(short) else tail
+
+
 def _flush_head(state: _State, writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor]) -> None:
-    head = state.head
+    head = state.head[:_head_limit(state)]
     cut = head.rfind(b"\n") + 1
     _window_facts(state, head[:cut] if cut else head, 0, writers, anchors, head=True)
     state.head = b""
@@ -1351,17 +1393,17 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
         lines = {s + len(keep): ids for s, ids in lines.items()}
     if not head_done:
         state.head += region[: HEAD_BYTES - len(state.head)]
-        if len(state.head) >= HEAD_BYTES:
+        if len(state.head) >= _head_limit(state):
             _flush_head(state, writers, anchors)
             head_done = True
     line_no, counted_to = _process_candidates(state, buf, lines)
     next_line = line_no + _count_nl(data, counted_to, end_region)  # = keep_line + lines in the region
-    if ahead:
-        data = data[:end_region]
-    new_keep = data[-KEEP_BYTES:] if len(data) > KEEP_BYTES else data
-    if len(new_keep) < len(data):
-        nl = new_keep.find(b"\n")
-        new_keep = new_keep[nl + 1:] if nl >= 0 else b""
+    # the last KEEP_BYTES before the look-ahead, from a line start (sliced once: no copy of data)
+    if end_region > KEEP_BYTES:
+        nl = data.find(b"\n", end_region - KEEP_BYTES, end_region)
+        new_keep = data[nl + 1:end_region] if nl >= 0 else b""
+    else:
+        new_keep = data if end_region == len(data) else data[:end_region]
     new_tail = region[-TAIL_BYTES:] if len(region) >= TAIL_BYTES else tail + region
     if len(new_tail) >= TAIL_BYTES and len(tail) + len(region) > TAIL_BYTES:
         new_tail = new_tail[-TAIL_BYTES:]

@@ -11,6 +11,7 @@ the real regex is ``extract``'s job.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,7 +36,128 @@ def _hs_regex(pattern: str) -> bytes:
         p = p[1:]
     if p.endswith("$") and not p.endswith("\\$"):
         p = p[:-1]
-    return p.encode("utf-8")
+    return trim_tail(p).encode("utf-8")
+
+
+# --- a prefilter's tail ----------------------------------------------------------------------------
+#
+# Hyperscan reports every end of a match: a pattern ending in ``[^\n]*`` or ``\w+`` reports once
+# per byte of the rest of the line, and each report is a call into Python (a rule's Python
+# exception pattern made 50 calls per traceback line). For a prefilter, a pattern's start is as
+# good as the whole: wherever the whole matches, the pattern without its tail matches too (the
+# line is then confirmed with the full pattern). So the tail is trimmed: trailing parts that may
+# match nothing are dropped, and a trailing repeat keeps its minimum.
+
+_QUANT = re.compile(r"(?:[*+?]|\{(\d*)(?:(,)(\d*))?\})[?+]?$")
+
+
+def _tokens(p: str) -> list[tuple[str, str]] | None:
+    """The top-level (atom, quantifier) pairs of ``p``; None if ``p`` has a top-level ``|`` or
+    cannot be split (then it is left as it is)."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(p)
+    while i < n:
+        c = p[i]
+        if c == "|":
+            return None
+        if c == "\\":
+            m = re.match(r"\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|[pPN]\{[^}]*\}|\d{1,3}|.)", p[i:], re.S)
+            if m is None:
+                return None
+            j = i + len(m.group(0))
+        elif c == "[":
+            j = i + 1
+            if j < n and p[j] == "^":
+                j += 1
+            if j < n and p[j] == "]":
+                j += 1
+            while j < n and p[j] != "]":
+                j += 2 if p[j] == "\\" else 1
+            if j >= n:
+                return None
+            j += 1
+        elif c == "(":
+            depth, j = 0, i
+            while j < n:
+                if p[j] == "\\":
+                    j += 2
+                    continue
+                if p[j] == "[":
+                    k = j + 1
+                    if k < n and p[k] == "^":
+                        k += 1
+                    if k < n and p[k] == "]":
+                        k += 1
+                    while k < n and p[k] != "]":
+                        k += 2 if p[k] == "\\" else 1
+                    j = k + 1
+                    continue
+                if p[j] == "(":
+                    depth += 1
+                elif p[j] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            if j >= n:
+                return None
+            j += 1
+        elif c in "*+?{)":
+            return None  # a quantifier without an atom, or an unbalanced parenthesis
+        else:
+            j = i + 1
+        m = re.match(r"(?:[*+?]|\{\d*(?:,\d*)?\})[?+]?", p[j:])
+        q = m.group(0) if m else ""
+        out.append((p[i:j], q))
+        i = j + len(q)
+    return out
+
+
+def _may_be_empty(rx: str) -> bool:
+    try:
+        return re.fullmatch(rx, "") is not None or re.search(rx, "") is not None
+    except re.error:
+        return False
+
+
+def trim_tail(p: str) -> str:
+    """``p`` without the tail that only makes Hyperscan report a match again and again (see above);
+    ``p`` itself when nothing can be trimmed safely."""
+    toks = _tokens(p)
+    if not toks:
+        return p
+    while toks:
+        atom, q = toks[-1]
+        zero_width = atom in ("$", "^") or atom in ("\\b", "\\B", "\\Z", "\\z", "\\A") \
+            or atom.startswith(("(?=", "(?!", "(?<=", "(?<!"))
+        qm = _QUANT.match(q) if q else None
+        low = 1
+        if qm is not None:
+            if q[0] in "*?":
+                low = 0
+            elif q[0] == "{":
+                low = int(qm.group(1) or 0)
+        if zero_width or low == 0 or (atom.startswith("(") and _may_be_empty(atom)):
+            toks.pop()
+            continue
+        if q and (q[0] == "+" or (qm is not None and qm.group(2))):  # X+, X{m,}, X{m,n}: X{m}
+            toks[-1] = (atom, "" if low == 1 else "{%d}" % low)
+        elif not q and atom.startswith(("(?:", "(?P<")) or (not q and atom.startswith("(") and atom[1:2] != "?"):
+            # a plain or named group at the end: trim inside it
+            head = "(?:" if atom.startswith("(?:") else atom[: atom.index(">") + 1] if atom.startswith("(?P<") else "("
+            body = atom[len(head):-1]
+            inner = trim_tail(body)
+            if inner and inner != body and not _may_be_empty(inner):
+                toks[-1] = (head + inner + ")", "")
+        break
+    out = "".join(a + q for a, q in toks)
+    if not out or _may_be_empty(out):
+        return p
+    try:
+        re.compile(out)
+    except re.error:
+        return p
+    return out
 
 
 def hyperscan_available() -> bool:
@@ -172,7 +294,7 @@ def _cache_dir() -> str | None:
     return os.path.join(base, "correlate")
 
 
-def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> str:
+def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...]) -> str:
     import hashlib
     import platform
 
@@ -185,7 +307,8 @@ def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> str:
     return h.hexdigest()[:32]
 
 
-def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> tuple[object, tuple[int, ...]] | None:
+def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...]
+                ) -> tuple[object, tuple[int, ...]] | None:
     d = _cache_dir()
     if d is None or not exprs:
         return None
@@ -207,7 +330,8 @@ def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> tuple
         return None
 
 
-def _cache_store(exprs: Sequence[bytes], ids: Sequence[int], flags: int, db: object, rejected: Sequence[int]) -> None:
+def _cache_store(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...], db: object,
+                 rejected: Sequence[int]) -> None:
     d = _cache_dir()
     if d is None or not exprs:
         return
@@ -293,6 +417,21 @@ RANK_PREFIX_HINTS = (rb"\n[ \t\n\r\f\v]{0,6}\d{1,6}: ", rb"\[rank\d")
 EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
 
 
+def _small_db(exprs: list[bytes], flags: list[int]) -> object:
+    """A block-mode database of a few fixed patterns with their own flags, from the disk cache when
+    it is there (compiling the window finder's four took ~30 ms in every process)."""
+    import hyperscan
+
+    ids = list(range(len(exprs)))
+    cached = _cache_load(exprs, ids, tuple(flags))
+    if cached is not None and cached[0] is not None:
+        return cached[0]
+    db = hyperscan.Database()
+    db.compile(expressions=exprs, ids=ids, elements=len(exprs), flags=flags)
+    _cache_store(exprs, ids, tuple(flags), db, ())
+    return db
+
+
 class WindowFinder:
     """Hyperscan searches for the window facts: which lines hold progress, where a stamp may be.
 
@@ -303,19 +442,14 @@ class WindowFinder:
         import hyperscan
 
         self._hs = hyperscan
-        self._progress = hyperscan.Database()
-        self._progress.compile(expressions=[PROGRESS_HINT], ids=[0], elements=1, flags=[0])
+        som = hyperscan.HS_FLAG_SOM_LEFTMOST
+        self._progress = _small_db([PROGRESS_HINT], [0])
         self._progress_scratch = hyperscan.Scratch(self._progress)
-        self._lines = hyperscan.Database()
-        self._lines.compile(expressions=[PROGRESS_EXACT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE],
-                            ids=[0, 1, 2, 3, 4], elements=5, flags=[hyperscan.HS_FLAG_SOM_LEFTMOST, 0, 0, 0, 0])
+        self._lines = _small_db([PROGRESS_EXACT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE], [som, 0, 0, 0, 0])
         self._lines_scratch = hyperscan.Scratch(self._lines)
-        self._prefixes = hyperscan.Database()
-        self._prefixes.compile(expressions=list(RANK_PREFIX_HINTS), ids=[0, 1], elements=2, flags=[0, 0])
+        self._prefixes = _small_db(list(RANK_PREFIX_HINTS), [0, 0])
         self._prefixes_scratch = hyperscan.Scratch(self._prefixes)
-        self._hint = hyperscan.Database()
-        self._hint.compile(expressions=list(STAMP_HINTS), ids=[0, 1], elements=2,
-                           flags=[0, hyperscan.HS_FLAG_MULTILINE])
+        self._hint = _small_db(list(STAMP_HINTS), [0, hyperscan.HS_FLAG_MULTILINE])
         self._hint_scratch = hyperscan.Scratch(self._hint)
 
     def progress_lines(self, data: bytes) -> list[int]:

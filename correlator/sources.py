@@ -222,6 +222,13 @@ def open_source(src: SourceInfo) -> tuple[BinaryIO, str]:
     raw = open(src.path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
     kind = _sniff(head)
+    if kind == "file" and raw.seekable():
+        # plain bytes are read straight from the file, each read one system call into the buffer
+        # that is handed on (through the BufferedReader, a big read is its 8 KiB peek plus the
+        # rest, joined: one more copy of every byte)
+        plain = raw.detach()
+        plain.seek(0)
+        return plain, kind  # type: ignore[return-value]
     if kind == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb"), kind  # type: ignore[return-value]
     if kind == "zstd":
