@@ -117,3 +117,44 @@ def test_look_ahead_reaches_across_buffers(engine):
                [(m.rule_id, m.line, m.time_ns, m.context) for m in whole.matches]
     oom = [m for m in whole.matches if m.rule_id == "cuda.out-of-memory"][0]
     assert oom.context[-1].endswith("exiting")  # the line after it is in its context
+
+
+# --- head and tail windows: small for one writer, large for a combined stream -----------------------
+
+def _window_sizes(engine, text: str, monkeypatch) -> list[tuple[bool, int]]:
+    import correlator.extract as ex
+
+    seen: list[tuple[bool, int]] = []
+    real = ex._window_facts
+
+    def spy(state, data, base, writers, anchors, head):
+        seen.append((head, len(data)))
+        return real(state, data, base, writers, anchors, head)
+
+    monkeypatch.setattr(ex, "_window_facts", spy)
+    d = digest_of(engine, text)
+    assert d.streams  # the windows still gave the facts
+    return seen
+
+
+def test_one_writers_file_gets_small_windows_a_combined_stream_large_ones(engine, monkeypatch):
+    import correlator.extract as ex
+
+    # a rank's own file: plain lines, and torchrun's [rank5]: tag on its stderr lines
+    own = "".join(f"2026-03-02 14:{i // 60 % 60:02d}:{i % 60:02d},000 - train - INFO - step={i} loss=2.1\n"
+                  + (f"[rank5]:[W302 14:00:00.000000000 x.cpp:1] warning {i}\n" if i % 500 == 0 else "")
+                  for i in range(60000))
+    assert len(own) > ex.HEAD_BYTES + ex.TAIL_BYTES
+    assert ex._one_writer(own.encode())
+    sizes = _window_sizes(engine, own, monkeypatch)
+    assert [h for h, _ in sizes] == [True, False]
+    assert ex.HEAD_BYTES_ONE - 200 < sizes[0][1] <= ex.HEAD_BYTES_ONE
+    assert ex.TAIL_BYTES_ONE - 200 < sizes[1][1] <= ex.TAIL_BYTES_ONE
+
+    combined = "".join(f"{r % 4}: [default{r % 2}]:2026-03-02 14:{i // 60 % 60:02d}:{i % 60:02d},000 - train - "
+                       f"INFO - step={i} loss=2.1\n" for i in range(9000) for r in range(4))
+    assert not ex._one_writer(combined.encode())
+    monkeypatch.undo()
+    sizes = _window_sizes(engine, combined, monkeypatch)
+    assert ex.HEAD_BYTES - 200 < sizes[0][1] <= ex.HEAD_BYTES
+    assert ex.TAIL_BYTES - 200 < sizes[1][1] <= ex.TAIL_BYTES

@@ -41,3 +41,50 @@ def test_hyperscan_finds_every_keyword_line(parts):
     kw = KeywordScanner(PATTERNS[:2]).scan(data, len(data))
     hs = HyperscanScanner(PATTERNS[:2]).scan(data, len(data))
     assert set(kw) == set(hs)
+
+
+# --- trimmed prefilter tails -----------------------------------------------------------------------
+
+def test_trim_tail_drops_what_may_match_nothing_and_keeps_a_repeat_minimum():
+    from correlator.scan import trim_tail
+
+    assert trim_tail(r"Error(?:: (?P<m>[^\n]*)|:?\s*)") == "Error"
+    assert trim_tail(r"rank (\d+) of \d+") == r"rank (\d+) of \d"
+    assert trim_tail(r"OpType=(?P<op>\w+)(?:, x)?") == r"OpType=(?P<op>\w)"
+    assert trim_tail(r"a{2,5}") == "a{2}"
+    assert trim_tail(r"NCCL error\b") == "NCCL error"
+    # left alone: a top-level alternation, something that would then match anywhere, bad syntax
+    assert trim_tail(r"a|b.*") == r"a|b.*"
+    assert trim_tail(r".*") == ".*"
+    assert trim_tail(r"x(") == "x("
+
+
+def test_trimmed_prefilters_match_every_line_their_rules_match(rules):
+    """The trimmed pattern is a prefilter: wherever a rule's own pattern matches an example line of
+    any rule, the trimmed one matches too (else Hyperscan would hide that line)."""
+    import regex
+
+    from correlator.scan import _hs_regex
+
+    lines = sorted({ln for r in rules for ex in r.examples for ln in ex.log.splitlines() if ln.strip()})
+    trimmed = 0
+    for r in rules:
+        for p in r.match.any:
+            full, cut = regex.compile(p), regex.compile(_hs_regex(p).decode())
+            trimmed += cut.pattern != p
+            for ln in lines:
+                if full.search(ln):
+                    assert cut.search(ln), (r.id, p, cut.pattern, ln)
+    assert trimmed >= 50  # most rules end in a capture of the rest of the line
+
+
+def test_a_rest_of_line_capture_is_reported_once_not_once_per_byte(rules):
+    if not hyperscan_available():
+        return
+    from correlator.extract import Engine
+
+    eng = Engine(rules, "hyperscan")
+    line = b"OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_1000/model.pt' " + b"x" * 400 + b"\n"
+    hits: list[int] = []
+    eng.scanner._db.scan(line, match_event_handler=lambda *a: hits.append(a[0]), scratch=eng.scanner._scratch)
+    assert hits and len(hits) < 30  # was one report per byte of the message for the exception rule
