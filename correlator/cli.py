@@ -212,6 +212,52 @@ def history_cmd(
     typer.echo(text, nl=False)
 
 
+#: options of ``analyze`` that change only the report's form and destination, not the analysis
+_PLAIN = {"paths", "fmt", "output", "parquet", "color", "fail_on_failure", "job_id", "no_redact"}
+
+
+def _plain_analyze(args: list[str]) -> dict[str, object] | None:
+    """The arguments of ``correlate analyze ARGS`` when they are paths and ``_PLAIN`` options only,
+    split by click's parser of the same typer command (so they cannot be read differently), or
+    None (then typer parses them as usual). Their values are strings, flags and paths: nothing
+    to coerce, so typer's coercion (it imports pydantic: ~0.15 s) is skipped."""
+    try:
+        from typer.main import get_command
+
+        cmd = get_command(app).commands["analyze"]  # type: ignore[attr-defined]
+        values, extra, _order = cmd.make_parser(cmd.context_class(cmd, info_name="analyze")).parse_args(args=args)
+    except Exception:  # noqa: BLE001 - a usage error: typer's parse reports it
+        return None
+    if extra or not values.get("paths") or set(values) - _PLAIN:
+        return None
+    for key in ("output", "parquet"):
+        if values.get(key) is not None:
+            values[key] = Path(str(values[key]))
+    values["paths"] = [str(p) for p in values["paths"]]  # type: ignore[union-attr]
+    return values
+
+
+def _analyze_plain(values: dict[str, object]) -> None:
+    """Run ``analyze_cmd`` with ``values`` (from ``_plain_analyze``) and its defaults for the rest.
+
+    Before that, for a job for the local pool, extraction is started at once (see
+    ``engines.speculate``): the workers read the files while this process loads the rules."""
+    import inspect
+
+    kwargs = {name: p.default for name, p in inspect.signature(analyze_cmd).parameters.items()
+              if p.default is not inspect.Parameter.empty}
+    kwargs.update(values)
+    paths = kwargs["paths"]
+    if "-" not in paths and os.environ.get("CORRELATE_EARLY_POOL", "1") != "0" and (os.cpu_count() or 1) > 1:
+        from correlator.engines import speculate
+
+        speculate(list(paths))  # type: ignore[arg-type]
+    try:
+        analyze_cmd(**kwargs)  # type: ignore[arg-type]
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+
+
 def main() -> None:
     """Entry point: ``correlate PATH...`` means ``correlate analyze PATH...``."""
     argv = sys.argv[1:]
@@ -222,7 +268,11 @@ def main() -> None:
         return
     if argv and argv[0] not in SUBCOMMANDS:
         argv = ["analyze", *argv]
+    plain = _plain_analyze(argv[1:]) if argv and argv[0] == "analyze" else None
     try:
+        if plain is not None:
+            _analyze_plain(plain)
+            return
         app(args=argv, prog_name="correlate", standalone_mode=True)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -134,13 +134,22 @@ def _safe_extract(src: SourceInfo, engine: Engine, opts: ExtractOptions) -> Dige
                                f"please report this"),))
 
 
-def _work(src: SourceInfo) -> Digest:
-    assert _ENGINE is not None and _OPTS is not None
-    return _safe_extract(src, _ENGINE, _OPTS)
+def _worker_engine(spec: EngineSpec | None) -> tuple[Engine, ExtractOptions]:
+    """The engine and options of a task: inherited from the parent (``spec`` None), or built from
+    ``spec`` once per worker (a pool started early, before the engine existed)."""
+    if spec is None:
+        assert _ENGINE is not None and _OPTS is not None
+        return _ENGINE, _OPTS
+    return build_engine(spec), spec.opts
 
 
-def _work_batch(srcs: list[SourceInfo]) -> list[Digest]:
-    return [_work(s) for s in srcs]
+def _work(src: SourceInfo, spec: EngineSpec | None = None) -> Digest:
+    eng, opts = _worker_engine(spec)
+    return _safe_extract(src, eng, opts)
+
+
+def _work_batch(srcs: list[SourceInfo], spec: EngineSpec | None = None) -> list[Digest]:
+    return [_work(s, spec) for s in srcs]
 
 
 #: small files travel to the workers in batches: one task per 1 MB file spends more on the pool's
@@ -301,8 +310,108 @@ def _splittable(s: SourceInfo, total: int, n: int) -> bool:
     return _sniff(magic) == "file" and s.size * n >= total
 
 
+# --- extraction started early -------------------------------------------------------------------
+#
+# ``correlate PATH...`` spends its first ~0.3 s in this process alone: the interpreter, the command
+# line (typer imports pydantic for it), the rules. When the command line names only inputs and
+# options that do not change extraction (the CLI checks that with click's parser, before typer's
+# coercion), the inputs are discovered and the pool is forked at once, and the workers start on
+# the files with the default EngineSpec (built in each worker from the disk caches) while this
+# process finishes its start. ``run_local`` takes those tasks over when it is asked for the same
+# sources (paths, sizes, modification times) with the same spec; otherwise they are cancelled and
+# the work is done as usual. The result is the same digests either way (a test compares them).
+
+_EARLY: tuple[ProcessPoolExecutor, int] | None = None
+_SPECULATION: tuple[tuple, EngineSpec, list[tuple[list[int], Future]]] | None = None
+
+
+def default_spec() -> EngineSpec:
+    """The spec of ``correlate PATH...`` without options: built-in rules, any scanner, local zone."""
+    from correlator.timestamps import resolve_tz
+
+    return EngineSpec((), True, None, ExtractOptions(tz=resolve_tz(None)))
+
+
+def _warm() -> None:
+    tune_malloc()
+    try:
+        from correlator.extract import warm_up
+
+        warm_up()
+        build_engine(default_spec())
+    except Exception:  # noqa: BLE001 - a broken rule file is reported by the parent, not here
+        pass
+
+
+def _sources_key(sources: Sequence[SourceInfo]) -> tuple:
+    key = []
+    for s in sources:
+        try:
+            mtime = os.stat(s.path).st_mtime_ns if s.kind == "file" else None
+        except OSError:
+            mtime = None
+        key.append((s, mtime))
+    return tuple(key)
+
+
+def speculate(inputs: list[str]) -> None:
+    """Discover ``inputs`` and, when the job is one for the pool (big enough, nothing to split, no
+    stdin), fork the pool and submit every file with ``default_spec()`` (see above)."""
+    global _EARLY, _SPECULATION
+    if _EARLY is not None or not hasattr(os, "fork"):
+        return
+    from correlator.sources import discover
+
+    try:
+        srcs, _diags = discover(list(inputs))
+    except Exception:  # noqa: BLE001 - the real run reports it
+        return
+    n = os.cpu_count() or 1
+    total = sum(s.size or 0 for s in srcs if s.kind != "stdin")
+    if (n <= 1 or total < POOL_MIN_BYTES or not srcs or any(s.kind == "stdin" for s in srcs)
+            or any(_splittable(s, total, n) for s in srcs)):
+        return
+    spec = default_spec()
+    key = _sources_key(srcs)
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"), initializer=_warm)
+    order = sorted(range(len(srcs)), key=lambda i: -(srcs[i].size or 0))
+    futures = [(b, pool.submit(_work_batch, [srcs[i] for i in b], spec)) for b in _batches(order, srcs, n)]
+    _EARLY, _SPECULATION = (pool, n), (key, spec, futures)
+
+
+def drop_early() -> None:
+    """Cancel what was started early and shut its pool down (nothing took it over)."""
+    global _EARLY, _SPECULATION
+    if _SPECULATION is not None:
+        for _b, fut in _SPECULATION[2]:
+            fut.cancel()
+        _SPECULATION = None
+    if _EARLY is not None:
+        _EARLY[0].shutdown(wait=False, cancel_futures=True)
+        _EARLY = None
+
+
+def _take_early(sources: Sequence[SourceInfo], spec: EngineSpec, n: int
+                ) -> tuple[ProcessPoolExecutor, list[tuple[list[int], Future]]] | None:
+    """The early pool and its tasks when they are for exactly these sources and this spec."""
+    global _EARLY, _SPECULATION
+    if _EARLY is None or _SPECULATION is None:
+        drop_early()
+        return None
+    (pool, size), (key, early_spec, futures) = _EARLY, _SPECULATION
+    if size != n or early_spec != spec or key != _sources_key(sources):
+        drop_early()
+        return None
+    _EARLY = _SPECULATION = None
+    return pool, futures
+
+
 def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | None, workers: int | None,
-              progress: Callable[[int, int], None] | None = None) -> list[Digest]:
+              progress: Callable[[int, int], None] | None = None, *, engine_is_spec: bool = True) -> list[Digest]:
+    """Extract every source on a process pool (or in this process when the job is small).
+
+    ``engine`` is this process's engine; ``engine_is_spec`` says it is the one ``spec`` builds
+    (not hand-made rules), so that workers of an early pool may build it themselves."""
     global _ENGINE, _OPTS
     tune_malloc()
     n = workers or os.cpu_count() or 1
@@ -318,6 +427,16 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
             progress(done, len(sources))
 
     files = [i for i, s in enumerate(sources) if s.kind != "stdin"]
+    early = _take_early(sources, spec, n) if engine_is_spec else None
+    if early is not None:  # started before this process had the engine: take the results over
+        pool, started = early
+        with pool:
+            for batch, fut in started:
+                for i, d in zip(batch, fut.result()):
+                    out[i] = d
+                    tick()
+        return [out[i] for i in range(len(sources))]
+    drop_early()
     if n <= 1 or total_bytes < POOL_MIN_BYTES or not files:
         for i, s in enumerate(sources):
             out[i] = _safe_extract(s, eng, spec.opts)

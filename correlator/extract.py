@@ -36,10 +36,14 @@ KEEP_BYTES = 1 << 20
 #: whose lines carry launcher prefixes: a combined stream, where every writer needs its share
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 2 << 20
-#: the same windows for a source of one writer (no line of the window may carry a prefix): its
-#: first stamps and steps are in its first lines, its last ones in its last lines
-HEAD_BYTES_ONE = 256 << 10
-TAIL_BYTES_ONE = 512 << 10
+#: the same windows for a source of one writer (at most one kind of prefix): its first stamps and
+#: steps are in its first lines, its last ones in its last lines. The window is the first of these
+#: sizes that holds a progress line (then the large one): a rank that printed thousands of lines
+#: after its last step (a long dump) still shows that step
+HEAD_SIZES_ONE = (64 << 10, 256 << 10)
+TAIL_SIZES_ONE = (128 << 10, 512 << 10)
+#: the head bytes on which a source is judged one writer's or not
+ONE_WRITER_PROBE = 256 << 10
 #: a line longer than this is cut for matching and display (the rest is still scanned)
 MAX_LINE_BYTES = 1 << 20
 #: matches kept per (rule, writer) in one source: the first ones and the last ones
@@ -175,7 +179,7 @@ class _State:
         self.tz_assumed = False
         self.year_inferred = False
         self.head = b""
-        #: whether the head window is one writer's (decided on its first HEAD_BYTES_ONE bytes)
+        #: whether the source is one writer's (decided on its first ONE_WRITER_PROBE bytes)
         self.one_writer: bool | None = None
         #: writer key -> what its last stamp search saw (the next unstamped line reuses it)
         self.scans: dict[tuple, _Scan] = {}
@@ -1248,11 +1252,10 @@ def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
 _np = None
 
 
-def _count_nl(data: bytes, start: int, end: int) -> int:
-    """``data.count(b"\\n", start, end)``; numpy counts a long span about 5x faster."""
+def warm_up() -> None:
+    """Import what the first long span would (numpy, ~80 ms): a pool's worker does it while the
+    parent process is still starting."""
     global _np
-    if end - start < (256 << 10):
-        return data.count(b"\n", start, end)
     if _np is None:
         try:
             import numpy
@@ -1260,6 +1263,14 @@ def _count_nl(data: bytes, start: int, end: int) -> int:
             _np = False
         else:
             _np = numpy
+
+
+def _count_nl(data: bytes, start: int, end: int) -> int:
+    """``data.count(b"\\n", start, end)``; numpy counts a long span about 5x faster."""
+    if end - start < (256 << 10):
+        return data.count(b"\n", start, end)
+    if _np is None:
+        warm_up()
     if _np is False:
         return data.count(b"\n", start, end)
     return int(_np.count_nonzero(_np.frombuffer(data, _np.uint8, end - start, start) == 10))
@@ -1350,21 +1361,37 @@ def _one_writer(data: bytes) -> bool:
 
 
 def _head_limit(state: _State) -> int:
-    """The size of the source's head window: ``HEAD_BYTES_ONE`` once its first ``HEAD_BYTES_ONE``
-    bytes are known to be one writer's, else ``HEAD_BYTES``."""
-    if state.one_writer is None and len(state.head) >= HEAD_BYTES_ONE:
-        state.one_writer = _one_writer(state.head[:HEAD_BYTES_ONE])
-    return HEAD_BYTES_ONE if state.one_writer else HEAD_BYTES
+    """The size of the source's head window: for a source of one writer (judged on its first
+    ``ONE_WRITER_PROBE`` bytes) the first of ``HEAD_SIZES_ONE`` that holds a progress line, else
+    ``HEAD_BYTES``. A size the head has not reached yet is returned as it is (the head is flushed
+    when it gets there, or at the end of a shorter source)."""
+    if state.one_writer is None:
+        if len(state.head) < ONE_WRITER_PROBE:
+            return HEAD_BYTES
+        state.one_writer = _one_writer(state.head[:ONE_WRITER_PROBE])
+    if not state.one_writer:
+        return HEAD_BYTES
+    for size in HEAD_SIZES_ONE:
+        if len(state.head) < size or _PROGRESS.search(state.head, 0, size):
+            return size
+    return HEAD_BYTES
 
 
 def _tail_window(state: _State, tail: bytes) -> bytes:
-    """The tail window from the last ``TAIL_BYTES`` kept: its last ``TAIL_BYTES_ONE`` bytes (from a
-    line start) when the head and those bytes are one writer's."""
-    if len(tail) <= TAIL_BYTES_ONE or state.one_writer is False:
+    """The tail window from the last ``TAIL_BYTES`` kept: for a source of one writer, the last of
+    ``TAIL_SIZES_ONE`` bytes (from a line start) that hold a progress line and are one writer's."""
+    if state.one_writer is False:
         return tail
-    short = tail[-TAIL_BYTES_ONE:]
-    short = short[short.find(b"\n") + 1:]
-    return short if _one_writer(short) else tail
+    for size in TAIL_SIZES_ONE:
+        if len(tail) <= size:
+            return tail
+        short = tail[-size:]
+        short = short[short.find(b"\n") + 1:]
+        if not _one_writer(short):
+            return tail
+        if _PROGRESS.search(short):
+            return short
+    return tail
 
 
 def _flush_head(state: _State, writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor]) -> None:

@@ -117,7 +117,7 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
         digests = engines.run_dask(srcs, spec, opts.scheduler)
     else:
         engine = Engine(rule_list, opts.scanner)
-        digests = engines.run_local(srcs, spec, engine, opts.workers, progress)
+        digests = engines.run_local(srcs, spec, engine, opts.workers, progress, engine_is_spec=rules is None)
     report = correlate(digests, rule_list, diags, started=started, job_id=opts.job_id,
                        engine_name=opts.engine, scanner=engine.scanner.name if engine else "")
     return redact_report(report) if opts.redact else report

@@ -138,3 +138,70 @@ def test_follow_with_json_keeps_stdout_json(job):
     r = cli("--follow", str(job), "-f", "json", "--interval", "0.05", "--quiet", "0.5")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["root_cause"]["rank"] == 5
+
+
+# --- the plain path: paths and report options only (no typer coercion; extraction started early) ---
+
+GEN = [sys.executable, str(ROOT / "benchmarks" / "gen_speed.py")]
+
+
+@pytest.fixture(scope="module")
+def pool_job(tmp_path_factory) -> Path:
+    """A 64-rank job of ~40 MB: big enough for the local pool (engines.POOL_MIN_BYTES)."""
+    out = tmp_path_factory.mktemp("pool") / "job"
+    subprocess.run(GEN + ["ranks", "--ranks", "64", "--per-rank", "640K", "-o", str(out)], check=True,
+                   stderr=subprocess.DEVNULL, timeout=120)
+    return out
+
+
+def test_plain_command_line_gives_the_report_of_the_typer_path(pool_job, tmp_path):
+    from correlator.engines import POOL_MIN_BYTES
+
+    assert sum(p.stat().st_size for p in pool_job.iterdir()) >= POOL_MIN_BYTES
+    runs = {
+        "plain, started early": (["analyze", str(pool_job), "-f", "json", "-o"], {}),
+        "plain, not early": ([str(pool_job), "--format=json", "--output"], {"CORRELATE_EARLY_POOL": "0"}),
+        # --interval only matters with --follow: it sends the command line through typer's parse
+        "typer": ([str(pool_job), "--interval", "2", "-f", "json", "-o"], {}),
+    }
+    docs = {}
+    for i, (name, (args, env)) in enumerate(runs.items()):
+        out = tmp_path / f"{i}.json"
+        r = cli(*args, str(out), env=env)
+        assert r.returncode == 0, (name, r.stderr.decode()[-2000:])
+        docs[name] = json.loads(out.read_text())
+        assert docs[name]["stats"].pop("seconds") > 0
+    first = docs["typer"]
+    assert first["root_cause"]["rank"] is not None
+    for name, doc in docs.items():
+        assert doc == first, name
+
+
+def test_plain_command_line_keeps_exit_codes_and_errors(pool_job, tmp_path):
+    r = cli(str(pool_job), "--fail-on-failure", "-f", "json")
+    assert r.returncode == 1 and json.loads(r.stdout)["verdict"] == "root_cause"
+    r = cli(str(pool_job), "-f", "yaml")
+    assert r.returncode == 2 and r.stderr.decode().startswith("error: unknown format 'yaml'")
+    r = cli(str(pool_job), "--bogus")
+    assert r.returncode == 2 and "--bogus" in r.stderr.decode()
+
+
+def test_early_extraction_of_files_that_changed_is_redone(pool_job, tmp_path):
+    """Extraction started before the rules were loaded is thrown away when a file changed since."""
+    import shutil
+
+    from correlator import engines
+    from correlator.pipeline import Options, analyze
+
+    job = tmp_path / "job"
+    shutil.copytree(pool_job, job)
+    engines.speculate([str(job)])
+    assert engines._SPECULATION is not None
+    victim = sorted(job.iterdir())[3]
+    with open(victim, "a") as f:
+        f.write("2026-03-02 16:00:00,000 - root - ERROR - RuntimeError: CUDA error: an illegal memory access "
+                "was encountered\n")
+    report = analyze([str(job)], Options())
+    assert engines._SPECULATION is None and engines._EARLY is None
+    texts = [e.text for e in report.timeline if e.path == str(victim)]
+    assert any("illegal memory access" in t for t in texts)

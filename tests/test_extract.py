@@ -148,8 +148,20 @@ def test_one_writers_file_gets_small_windows_a_combined_stream_large_ones(engine
     assert ex._one_writer(own.encode())
     sizes = _window_sizes(engine, own, monkeypatch)
     assert [h for h, _ in sizes] == [True, False]
-    assert ex.HEAD_BYTES_ONE - 200 < sizes[0][1] <= ex.HEAD_BYTES_ONE
-    assert ex.TAIL_BYTES_ONE - 200 < sizes[1][1] <= ex.TAIL_BYTES_ONE
+    assert ex.HEAD_SIZES_ONE[0] - 200 < sizes[0][1] <= ex.HEAD_SIZES_ONE[0]
+    assert ex.TAIL_SIZES_ONE[0] - 200 < sizes[1][1] <= ex.TAIL_SIZES_ONE[0]
+    d = digest_of(engine, own)
+    assert [s.last_step for s in d.streams if s.who.rank is None] == [59999]
+
+    # the same rank, then a dump longer than the small tail window: the window grows to show the step
+    dump = "".join(f"  frame {i}: /usr/lib/python3/site-packages/torch/nn/modules/module.py in _call_impl\n"
+                   for i in range(3000))
+    monkeypatch.undo()
+    sizes = _window_sizes(engine, own + dump, monkeypatch)
+    assert ex.TAIL_SIZES_ONE[1] - 200 < sizes[1][1] <= ex.TAIL_SIZES_ONE[1]
+    monkeypatch.undo()
+    d = digest_of(engine, own + dump)
+    assert [s.last_step for s in d.streams if s.who.rank is None] == [59999]
 
     combined = "".join(f"{r % 4}: [default{r % 2}]:2026-03-02 14:{i // 60 % 60:02d}:{i % 60:02d},000 - train - "
                        f"INFO - step={i} loss=2.1\n" for i in range(9000) for r in range(4))
