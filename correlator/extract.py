@@ -28,8 +28,11 @@ from correlator.scan import Pattern, Scanner, make_scanner
 from correlator.timestamps import NS, Parsed, StampParser
 
 CHUNK_BYTES = 16 << 20
-#: a plain file up to this size is read in one piece (most one-file-per-rank logs)
-WHOLE_FILE_BYTES = 32 << 20
+#: a plain file up to this size is read in one piece (most one-file-per-rank logs): no cut, no
+#: carried bytes, no look-back copy. Bigger ones are read in CHUNK_BYTES buffers, which costs two
+#: more copies of every byte (about 30% more time per byte); a worker then holds at most one such
+#: file (~64 MiB) besides its own ~60 MB
+WHOLE_FILE_BYTES = 64 << 20
 #: bytes of the previous buffer kept for event-scope look-back and inherited times
 KEEP_BYTES = 1 << 20
 #: the head and tail windows (per-writer first/last stamps, last step, step anchors) of a source
@@ -714,7 +717,7 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
 #: step anchors kept per writer and window: the first ones of the head window, the last ones of
 #: the tail window. Clock offsets are medians over steps that every host logged; a few dozen steps
 #: per rank are plenty, while every step of 3 MiB of log made ~1 M anchors in a 4096-rank job.
-ANCHORS_PER_WINDOW = 32
+ANCHORS_PER_WINDOW = 8
 
 
 def _add_anchors(anchors: dict[tuple, Anchor], new: list[tuple[tuple, Anchor]], head: bool) -> None:

@@ -181,10 +181,20 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
         return w
 
     for d in digests:
+        filled: dict[Who, Who] = {}  # a source's matches share a few writers: each resolved once
+
+        def who_of(who: Who, d: Digest = d) -> Who:
+            w = filled.get(who)
+            if w is None:
+                w = filled[who] = fill(who, d)
+            return w
+
         for m in d.matches:
-            matches.append(replace(m, who=fill(m.who, d)))
+            w = who_of(m.who)
+            matches.append(m if w == m.who else replace(m, who=w))
         for s in d.streams:
-            streams.append(replace(s, who=fill(s.who, d)))
+            w = who_of(s.who)
+            streams.append(s if w == s.who else replace(s, who=w))
     if inferred_any:
         imap.inferred = True
         imap.notes.append(

@@ -53,9 +53,14 @@ def _seq_anchors(matches: Sequence[Match]) -> list[tuple[str, str, int]]:
 
 def _anchor_points(anchors: Sequence[Anchor], imap: identity.IdentityMap) -> list[tuple[str, str, int]]:
     pts = []
+    domains: dict[tuple, str] = {}  # a writer's anchors share its identity: resolved once
     for a in anchors:
-        who, _ = identity.resolve(a.who, a.path, imap)
-        pts.append((attribution.domain_of(who.host, who.rank, a.path), f"{a.kind}:{a.key}", a.time_ns))
+        k = (a.who, a.path)
+        dom = domains.get(k)
+        if dom is None:
+            who, _ = identity.resolve(a.who, a.path, imap)
+            dom = domains[k] = attribution.domain_of(who.host, who.rank, a.path)
+        pts.append((dom, f"{a.kind}:{a.key}", a.time_ns))
     return pts
 
 
