@@ -192,7 +192,7 @@ class _State:
         name (``train-hgx-001.log``) names a node or a job, not a rank."""
         if self.src.file_rank is None:
             return
-        ranks = _line_start_captures(region[: 1 << 20], getattr(self.engine.scanner, "name", "") == "hyperscan")
+        ranks = _line_start_captures(region[:ONE_WRITER_PROBE], getattr(self.engine.scanner, "name", "") == "hyperscan")
         if len(ranks) >= 2:
             from dataclasses import replace
 
@@ -1357,7 +1357,7 @@ def _one_writer(data: bytes) -> bool:
     """Whether the lines of ``data`` are one writer's: at most one kind of launcher prefix
     (``_MAYBE_PREFIX``, a superset) besides plain lines -- a rank's own file, where torchrun tags
     only the stderr lines ``[rank5]:``, is one writer here; a combined stream is not."""
-    kinds = {m.group(0) for m in _MAYBE_PREFIX.finditer(data)}
+    kinds = set(_MAYBE_PREFIX.findall(data))
     first = _MAYBE_PREFIX.match(b"\n" + data[:256])
     if first is not None:
         kinds.add(first.group(0))
