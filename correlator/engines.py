@@ -259,6 +259,10 @@ class ReplayScanner:
         self._cursor = hi
         return out
 
+    def scan_range(self, data: bytes, begin: int, end: int) -> dict[int, set[int]]:
+        """``scan`` of the region ``data[begin:end]``, as offsets in ``data`` (only its length counts)."""
+        return {s + begin: ids for s, ids in self.scan(b"", end - begin).items()}
+
 
 class _ReplayEngine:
     """The parent's engine with its scanner swapped for a replay (rules and facts are shared)."""

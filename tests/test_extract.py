@@ -170,3 +170,23 @@ def test_one_writers_file_gets_small_windows_a_combined_stream_large_ones(engine
     sizes = _window_sizes(engine, combined, monkeypatch)
     assert ex.HEAD_BYTES - 200 < sizes[0][1] <= ex.HEAD_BYTES
     assert ex.TAIL_BYTES - 200 < sizes[1][1] <= ex.TAIL_BYTES
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=200, max_value=6000), st.booleans())
+def test_regions_scanned_in_place_or_copied_give_the_same_digest(engine, chunk, in_place):
+    """A region is scanned inside the buffer that also holds its look-back and look-ahead, or copied
+    out when it is small beside them: the digest is the whole read's either way."""
+    import correlator.extract as ex
+
+    text = _text()
+    whole = digest_of(engine, text)
+    saved = ex._SCAN_IN_PLACE
+    ex._SCAN_IN_PLACE = 0 if in_place else 10**9
+    try:
+        cut = digest_of(engine, text, chunk=chunk)
+    finally:
+        ex._SCAN_IN_PLACE = saved
+    assert _sig(cut) == _sig(whole)
+    assert (cut.lines, cut.streams, cut.anchors, cut.identities) == (whole.lines, whole.streams, whole.anchors,
+                                                                     whole.identities)
