@@ -347,6 +347,16 @@ def _warm() -> None:
         pass
 
 
+def _regular(s: SourceInfo) -> bool:
+    """A regular file: reading it early takes nothing away (a FIFO's bytes would be consumed)."""
+    import stat
+
+    try:
+        return s.kind == "file" and stat.S_ISREG(os.stat(s.path).st_mode)
+    except OSError:
+        return False
+
+
 def _sources_key(sources: Sequence[SourceInfo]) -> tuple:
     key = []
     for s in sources:
@@ -372,7 +382,7 @@ def speculate(inputs: list[str]) -> None:
         return
     n = os.cpu_count() or 1
     total = sum(s.size or 0 for s in srcs if s.kind != "stdin")
-    if (n <= 1 or total < POOL_MIN_BYTES or not srcs or any(s.kind == "stdin" for s in srcs)
+    if (n <= 1 or total < POOL_MIN_BYTES or not srcs or not all(_regular(s) for s in srcs)
             or any(_splittable(s, total, n) for s in srcs)):
         return
     spec = default_spec()

@@ -205,3 +205,22 @@ def test_early_extraction_of_files_that_changed_is_redone(pool_job, tmp_path):
     assert engines._SPECULATION is None and engines._EARLY is None
     texts = [e.text for e in report.timeline if e.path == str(victim)]
     assert any("illegal memory access" in t for t in texts)
+
+
+def test_nothing_is_read_early_from_a_fifo(pool_job, tmp_path):
+    """A named pipe gives its bytes once: extraction is not started early when one is named."""
+    from correlator import engines
+
+    fifo = tmp_path / "live.log"
+    os.mkfifo(fifo)
+    engines.speculate([str(pool_job), str(fifo)])
+    try:
+        assert engines._SPECULATION is None and engines._EARLY is None
+    finally:
+        engines.drop_early()
+    engines.speculate([str(pool_job)])
+    try:
+        assert engines._SPECULATION is not None
+    finally:
+        engines.drop_early()
+    assert engines._SPECULATION is None and engines._EARLY is None
