@@ -248,7 +248,9 @@ def _analyze_plain(values: dict[str, object]) -> None:
               if p.default is not inspect.Parameter.empty}
     kwargs.update(values)
     paths = kwargs["paths"]
-    if "-" not in paths and os.environ.get("CORRELATE_EARLY_POOL", "1") != "0" and (os.cpu_count() or 1) > 1:
+    early = ("-" not in paths and kwargs["fmt"] in FORMATS and os.environ.get("CORRELATE_EARLY_POOL", "1") != "0"
+             and (os.cpu_count() or 1) > 1)
+    if early:
         from correlator.engines import speculate
 
         speculate(list(paths))  # type: ignore[arg-type]
@@ -256,6 +258,11 @@ def _analyze_plain(values: dict[str, object]) -> None:
         analyze_cmd(**kwargs)  # type: ignore[arg-type]
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    finally:
+        if early:  # whatever stopped the analysis, work started early is not waited for
+            from correlator.engines import drop_early
+
+            drop_early()
 
 
 def main() -> None:
