@@ -382,6 +382,13 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         elif r.m.time_kind is TimeKind.NONE:
             confidence -= 0.2
             why.append("no timestamps for it: ordered by position in its stream")
+        if "mismatch" in r.rule.tags:
+            # a cross-rank check reports on a pair; the reporter is not necessarily the rank that diverged
+            other = r.m.capture("second_rank") or r.m.capture("peer")
+            confidence = min(confidence, 0.5)
+            why.append(f"a mismatch is found by comparing ranks: {_who_text(r)} reported it"
+                       + (f" against {'rank ' + other if other.isdecimal() else other}" if other else "")
+                       + ", and the line does not say which side diverged")
         if r.rule.priority < GENERIC_PRIORITY:
             confidence -= 0.25
             why.append("only a generic uncaught exception was found; no specific rule matched")

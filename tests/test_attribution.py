@@ -175,3 +175,19 @@ def test_only_failure_tables_name_the_earliest_entry_across_nodes(engine):
     assert rep.verdict is Verdict.ROOT_CAUSE and rc.decided_by == "failure-table"
     assert (rc.rank, rc.host) == (4, "node-b")  # 51 s before node-a's entry; torchrun's tables disagree
     assert 0.3 <= rc.confidence <= 0.6 and rc.evidence[0].line > 0
+
+
+def test_a_collective_mismatch_names_the_reporter_without_overstating(engine):
+    """The mismatch check compares two ranks' fingerprints: the reporter is not shown to be the one
+    that diverged, so the verdict says so and does not claim high confidence."""
+    text = join([
+        f"{py(T0)} - train - INFO - step=31 loss=2.1",
+        f"[rank2]: RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is running collective: "
+        f"CollectiveFingerPrint(SequenceNumber=32, OpType=ALLREDUCE, TensorShape=[1], TensorDtypes=Float), "
+        f"but Rank 3 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=GATHER).",
+    ])
+    rep = run(engine, {"rank2.log": text})
+    rc = rep.root_cause
+    assert rep.verdict is Verdict.ROOT_CAUSE and rc.rule == "nccl.collective-mismatch-detected" and rc.rank == 2
+    assert rc.confidence <= 0.5
+    assert any("against rank 3" in w and "which side diverged" in w for w in rc.why)
