@@ -157,11 +157,28 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
             first_seq.setdefault(ev.rank, int(seq))
             timeout_rule[ev.rule.id] += 1
     majority_rule = timeout_rule.most_common(1)[0][0] if timeout_rule else None
+    # PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG): who joined the stuck collective, who
+    # finished it without going on, who never joined any
+    joined, finished, never = set(), set(), set()
+    for ev in evs:
+        joined |= _rank_list(ev.m.capture("joined_ranks"))
+        finished |= _rank_list(ev.m.capture("finished_ranks"))
+        never |= _rank_list(ev.m.capture("missing_ranks"))
+    for r in sorted(never):
+        score[r] += 5
+        reasons[r].append("PyTorch's desync report names it as a rank that never joined any collective")
+    if joined and finished:  # the smaller group is the odd one out
+        odd, what = ((joined, "joined the stuck collective but did not finish it") if len(joined) < len(finished)
+                     else (finished, "finished the collective the others are stuck in but did not join the next"))
+        if len(odd) <= max(1, (len(joined) + len(finished)) // 4):
+            for r in sorted(odd):
+                score[r] += 4
+                reasons[r].append(f"PyTorch's desync report: it {what}")
     if first_seq:
         seq_counts = Counter(first_seq.values())
         major, n_major = seq_counts.most_common(1)[0]
         timed = set(first_seq)
-        missing = sorted(known - timed)
+        missing = sorted(known - timed - joined)  # a rank the desync report saw join is not absent
         if missing and len(missing) <= max(1, len(known) // 4):
             for r in missing:
                 score[r] += 4
@@ -173,7 +190,7 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
         # NCCL work counters: a rank that never enqueued the stuck collective never entered it
         for ev in evs:
             le = ev.m.capture("last_enqueued")
-            if ev.rank is not None and le and le.isdecimal() and int(le) < major:
+            if ev.rank is not None and le and le.isdecimal() and int(le) < major and ev.rank not in joined:
                 if "never enqueued" not in " ".join(reasons[ev.rank]):
                     score[ev.rank] += 3
                     reasons[ev.rank].append(f"never enqueued SeqNum {major} (last enqueued NCCL work: {le})")
@@ -222,6 +239,15 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
         score[r] += 0.5
         reasons[r].append(f"named by {n} 'dump signal ... from rank {r}' line(s)")
     return dict(score), dict(reasons), majority_rule
+
+
+def _rank_list(text: str | None) -> set[int]:
+    """``"0, 1, 2"`` -> {0, 1, 2} (a desync report's rank list)."""
+    return {int(x) for x in text.replace(" ", "").split(",") if x.isdecimal()} if text else set()
+
+
+#: the dump-signal pointer alone names a victim as often as a culprit: below this score, no rank is named
+HANG_MIN_SCORE = 1.0
 
 
 #: primaries of one rank this close to its first one are one event (a wrapper line and its cause)
@@ -358,6 +384,13 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                 tie = [c for c in tie if c.rank != pick and c is not r]
                 why.append(f"{n} line(s) name rank {pick} as the origin of the error the tied ranks print")
         confidence = 0.95
+        named = _launcher_named_worker(r, evs) if r.rank is None else None
+        if named is not None:
+            r.m = replace(r.m, who=named)
+            root_ev = r
+            confidence -= 0.1
+            why.append(f"its lines name no rank; the launcher's only report in the same log of a worker that "
+                       f"failed on its own names {_who_text(r)}: taken as the one that printed them")
         if "signal-exit" in r.rule.tags:
             decided_by = "signal-exit"
             why.append(f"{_who_text(r)} died by a signal (exit code {r.m.capture('exitcode')}) that its launcher did not send")
@@ -410,6 +443,11 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         elif collateral:
             scores, reasons, majority_rule = _hang_suspects(evs, streams, known_ranks)
             suspects = scores
+            if scores and max(scores.values()) < HANG_MIN_SCORE:
+                for r, rs in sorted(reasons.items()):
+                    why.extend(f"rank {r}: {x} (a hint only: the rank a dump signal names is the first to "
+                               f"detect the timeout, a victim as often as the culprit)" for x in rs)
+                scores = {}
             if scores:
                 best = max(scores.values())
                 top = sorted(r for r, s in scores.items() if s == best)
@@ -438,6 +476,11 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                 verdict = Verdict.UNDETERMINED
                 confidence = 0.0
                 why.append("ranks report collateral failures (timeouts, closed connections) but no rank can be named")
+                joined = set().union(*(_rank_list(e.m.capture("joined_ranks")) for e in evs))
+                if joined and known_ranks <= joined:
+                    why.append(f"PyTorch's desync report: every rank ({compress_ranks(sorted(joined))}) joined the "
+                               f"stuck collective and none finished it, so no rank diverged; suspect what lies below "
+                               f"the program (network, NCCL, a GPU)")
         else:
             teardown = [e for e in evs if e.rule.role is Role.TEARDOWN]
             if teardown:
@@ -508,6 +551,28 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     out = Outcome(verdict, root, root_ev, evs, suspects, silent)
     out.why = why  # type: ignore[attr-defined]
     return out
+
+
+#: torchrun agent lines reporting a worker that ended (its exit code, local rank, pid)
+_WORKER_EXIT_RULES = {"launcher.worker-aborted-sigabrt", "launcher.worker-killed-by-signal",
+                      "launcher.worker-failed-exitcode"}
+#: exit codes of workers the launcher itself stopped (SIGTERM, SIGINT)
+_STOPPED_BY_LAUNCHER = {"-15", "-2"}
+
+
+def _launcher_named_worker(r: Ev, evs: Sequence[Ev]) -> Who | None:
+    """For a root line that names no rank (a kernel assertion, a bare traceback): the worker that
+    the launcher, in the same log, reports as the only one that failed on its own; else None."""
+    exits = [e for e in evs if e.m.path == r.m.path and e.rule.id in _WORKER_EXIT_RULES
+             and (e.m.capture("exitcode") or "") not in _STOPPED_BY_LAUNCHER]
+    workers = {(e.m.who.rank, e.m.who.local_rank) for e in exits if (e.m.who.rank, e.m.who.local_rank) != (None, None)}
+    if len(workers) != 1:
+        return None
+    rank, local = workers.pop()
+    w = r.m.who
+    if w.local_rank is not None and local is not None and w.local_rank != local:
+        return None
+    return replace(w, rank=rank if rank is not None else w.rank, local_rank=local if local is not None else w.local_rank)
 
 
 def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:

@@ -24,7 +24,7 @@ from correlator.model import (
 )
 from correlator.prefixes import NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, split_prefix, strip_ansi
 from correlator.ruleset import PatternTimeout, RuleSet
-from correlator.scan import Pattern, Scanner, make_scanner
+from correlator.scan import MAYBE_PREFIX, Pattern, Scanner, make_scanner
 from correlator.timestamps import NS, Parsed, StampParser
 
 CHUNK_BYTES = 16 << 20
@@ -745,8 +745,7 @@ def _add_anchors(anchors: dict[tuple, Anchor], new: list[tuple[tuple, Anchor]], 
 
 #: a line start that may hold a launcher prefix: a superset of what ``split_prefix`` recognises
 #: (Unicode spaces and digits included), so that only prefix-free windows take the fast path
-_MAYBE_PREFIX = re.compile(
-    rb"\n(?:[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9\x80-\xff]{1,24}: |\[[A-Za-z_]+[0-9\x80-\xff]|\[[0-9\x80-\xff]+,)")
+_MAYBE_PREFIX = re.compile(MAYBE_PREFIX)
 _BLANK_LINE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n|\Z)")
 #: lines read one by one from either end before the stamp hints are used to skip ahead
 _FAST_PROBE_LINES = 32

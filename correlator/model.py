@@ -440,3 +440,8 @@ class Report:
     #: {attempt: int, verdict: str, rank: int|None, rule: str|None, time: str|None}
     attempts: tuple[dict[str, object], ...] = ()
     schema: str = "correlate.report/1"
+
+
+#: the start of a report diagnostic that says why no root cause was named (the renderers show them
+#: with the "undetermined" verdict)
+UNDETERMINED_NOTE = "no root cause named: "

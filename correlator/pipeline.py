@@ -15,7 +15,8 @@ from correlator import attribution, clocks, identity
 from correlator.errors import InputError, UsageError
 from correlator.extract import Engine, ExtractOptions
 from correlator.model import (
-    Anchor, Diagnostic, Digest, Match, Report, Role, Rule, Stats, StreamFacts, TimeKind, Verdict, iso,
+    UNDETERMINED_NOTE, Anchor, Diagnostic, Digest, Match, Report, Role, Rule, Stats, StreamFacts, TimeKind, Verdict,
+    iso,
 )
 from correlator.timestamps import NS, resolve_tz
 
@@ -172,6 +173,8 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         out = attribution.attribute(matches, streams, rules, est, known, skew_note=skew_note,
                                     single_node=imap.single_node)
     attribution.table_root(out, [f for d in digests for f in d.identities], rules)
+    if out.root is None:  # what kept the verdict from naming a rank, said where every format shows it
+        all_diags.extend(Diagnostic("info", None, f"{UNDETERMINED_NOTE}{w}") for w in getattr(out, "why", ()))
     groups, chain, items = attribution.groups_and_chain(out)
     tl = attribution.timeline(out)
     rows = attribution.rank_rows(out, streams, known, est)

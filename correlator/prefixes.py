@@ -16,10 +16,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _PREFIX = re.compile(
     # Ray prints an actor tag first: "(WorkerDict pid=26110, ip=10.0.0.7) "
     r"(?:\((?P<actor>[A-Za-z_][\w.]{0,60}) pid=(?P<pid>\d{1,9})(?:, ip=(?P<ip>[\d.]{7,15}))?\) )?"
-    # pdsh (DeepSpeed multi-node, clush) prints the host: "worker-1: ", "gpu-a09: "; it must hold a
-    # digit and not be a word that ends many plain messages ("rank0: ", "epoch1: ")
+    # pdsh (DeepSpeed multi-node, clush) prints the host: "worker-1: ", "gpu-a09: " (or an IP
+    # address); a name must hold a digit and not be a word that ends many plain messages ("rank0: ")
     r"(?:(?P<host>(?!slurmstepd|(?:rank|local_rank|step|epoch|iter|iteration|cuda|device|batch|layer|loss|gpu\d|GPU)\d*[:\s])"
-    r"[A-Za-z][A-Za-z0-9_-]{0,40}\d[A-Za-z0-9_.-]{0,40}): )?"
+    r"[A-Za-z][A-Za-z0-9_-]{0,40}\d[A-Za-z0-9_.-]{0,40}"
+    # or its IP address, as a hostfile may name the workers: "10.0.0.6: "
+    r"|(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}): )?"
     r"(?:\s{0,6}(?P<task>\d{1,6}): )?"
     r"(?:\[(?!rank\d)(?P<role>[A-Za-z_][A-Za-z_]*?)(?P<local>\d{1,5})\]:)?"
     r"(?:\[rank(?P<rank>\d{1,6})\]:)?"

@@ -191,3 +191,23 @@ def test_a_collective_mismatch_names_the_reporter_without_overstating(engine):
     assert rep.verdict is Verdict.ROOT_CAUSE and rc.rule == "nccl.collective-mismatch-detected" and rc.rank == 2
     assert rc.confidence <= 0.5
     assert any("against rank 3" in w and "which side diverged" in w for w in rc.why)
+
+
+def test_a_rankless_failure_takes_the_rank_of_the_only_worker_the_launcher_saw_fail(engine):
+    assert_line = ("../aten/src/ATen/native/cuda/Indexing.cu:1141: indexSelectLargeIndex: block: [118,0,0], "
+                   "thread: [{},0,0] Assertion `srcIndex < srcSelectDimSize` failed.")
+    lines = [assert_line.format(i) for i in range(3)]
+    lines += [f"WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {p} closing signal SIGTERM"
+              for p in (501, 502, 504)]
+    lines.append("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 2 "
+                 "(pid: 503) of binary: /opt/conda/bin/python")
+    rep = run(engine, {"train.log": join(lines)})
+    rc = rep.root_cause
+    assert rep.verdict is Verdict.ROOT_CAUSE and rc.rule == "cuda.device-side-assert"
+    assert rc.local_rank == 2 and rc.rank == 2  # one node: global rank = local rank
+    assert any("launcher's only report" in w for w in rc.why)
+    # two workers failing on their own: the assertion's rank stays unknown
+    lines.append("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 3 "
+                 "(pid: 504) of binary: /opt/conda/bin/python")
+    rc = run(engine, {"train.log": join(lines)}).root_cause
+    assert rc.rule == "cuda.device-side-assert" and rc.rank is None

@@ -196,6 +196,12 @@ _WINDOW_LINES = [
     "{py} global step {n} ITERATION 7",
     "steps {n} stepping iter={n}x iter = {n}",
     "[rank1]:{py} Step : {n}",
+    "worker-1: {py} - train - INFO - step={n} loss=2.1",
+    "worker-2: [rank5]: {py} iteration {n}",
+    "10.0.0.6: {py} - x - global_step={n}",
+    "gpu-a01.cluster: gpu-a01:77:77 [1] NCCL INFO Bootstrap : Using ib0",
+    "(WorkerDict pid=26110, ip=10.0.0.7) {py} step {n}",
+    "WARNING: not a prefix, step {n}",
 ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 
 from correlator.identity import expand_ranks
-from correlator.model import Report, Verdict
+from correlator.model import UNDETERMINED_NOTE, Report, Verdict
 
 _W = 14  # width of the left label column
 _WIDTH = 100
@@ -84,7 +84,12 @@ def render(report: Report, color: bool = False) -> str:
     elif v is Verdict.NO_FAILURE:
         lines += _block("no failure", ["no failure, timeout or teardown was found in the logs"], color, "1;32")
     else:
-        lines += _block("undetermined", ["failures were seen, but no rank can be named as the first"], color, "1;33")
+        body = ["failures were seen, but no rank can be named as the first"]
+        for d in report.diagnostics:
+            if d.path is None and d.message.startswith(UNDETERMINED_NOTE) and len(body) < 16:
+                wrapped = _wrap(d.message[len(UNDETERMINED_NOTE):], 2)
+                body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
+        lines += _block("undetermined", body, color, "1;33")
 
     coll = [g for g in report.groups if g.label in ("collateral", "independent")]
     if coll:
