@@ -164,6 +164,10 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
         joined |= _rank_list(ev.m.capture("joined_ranks"))
         finished |= _rank_list(ev.m.capture("finished_ranks"))
         never |= _rank_list(ev.m.capture("missing_ranks"))
+    if joined and known <= joined and not finished and not never:
+        # every rank entered the stuck collective and none finished it: no rank diverged, whatever
+        # else (a quieter log, an earlier last line) makes one look behind
+        return {}, {}, majority_rule
     for r in sorted(never):
         score[r] += 5
         reasons[r].append("PyTorch's desync report names it as a rank that never joined any collective")
@@ -456,7 +460,8 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                 verdict = Verdict.ROOT_CAUSE
                 decided = reasons[culprit]
                 kinds = " ".join(decided)
-                decided_by = ("missing-from-collective" if "absent from" in kinds else
+                decided_by = ("desync-report" if "desync report" in kinds else
+                              "missing-from-collective" if "absent from" in kinds else
                               "nccl-work-counters" if "never enqueued" in kinds else
                               "progress-stopped" if "progress stopped" in kinds else
                               "output-stopped" if "output stopped" in kinds else "dump-pointer")

@@ -14,7 +14,7 @@ import os
 import re
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 from dataclasses import dataclass, field
 from datetime import tzinfo
@@ -132,11 +132,33 @@ class Engine:
         for fi, (_name, rx, kws) in enumerate(_FACTS):
             patterns.append(Pattern(len(patterns), rx, kws))
             self.pattern_rule.append(-1 - fi)
-        self.scanner: Scanner = make_scanner(patterns, scanner)
+        self.scanner: Scanner = make_scanner(patterns, scanner, probes=lambda: _probes(self.ruleset, patterns,
+                                                                                    self.pattern_rule))
         if self.scanner.name == "hyperscan":
             from correlator.scan import window_finder
 
             window_finder()  # built here, so that forked workers inherit it
+
+
+def _probes(ruleset: RuleSet, patterns: Sequence[Pattern], pattern_rule: Sequence[int]) -> dict[int, list[str]]:
+    """Each rule pattern's example lines that it matches (with or without their launcher prefix):
+    what the Hyperscan database must report (``scan._without_missed``). Built only when the
+    database is compiled, not loaded from the cache."""
+    import regex
+
+    out: dict[int, list[str]] = {}
+    for p in patterns:
+        ri = pattern_rule[p.id]
+        if ri < 0:
+            continue
+        rx = regex.compile(p.regex, regex.V0)
+        for ex in ruleset.rules[ri].examples:
+            if ex.expect != "match":
+                continue
+            for ln in ex.log.splitlines():
+                if ln.strip() and (rx.search(ln) or rx.search(split_prefix(ln)[1])):
+                    out.setdefault(p.id, []).append(ln)
+    return out
 
 
 @dataclass

@@ -312,8 +312,9 @@ class RootCause:
     references: tuple[str, ...]
     why: tuple[str, ...]
     prevention: str = ""
-    #: which evidence decided: "primary", "signal-exit", "dump-pointer", "missing-from-collective",
-    #: "nccl-work-counters", "progress-stopped", "output-stopped", "failure-table"
+    #: which evidence decided: "primary", "signal-exit", "dump-pointer", "desync-report",
+    #: "missing-from-collective", "nccl-work-counters", "progress-stopped", "output-stopped",
+    #: "failure-table"
     decided_by: str = "primary"
     attempt: int | None = None
     #: the root line's surroundings in its own stream: lines before, ``>> <the line>``, lines after

@@ -150,6 +150,30 @@ def check_patterns(rules: Sequence[Rule]) -> list[Problem]:
     return problems
 
 
+def check_combined_database(rules: Sequence[Rule]) -> list[Problem]:
+    """Patterns that the one Hyperscan database of all rules misses on their own example lines
+    (``scan._without_missed`` moves them to the keyword scanner, which costs a pass per keyword):
+    a warning, to rewrite the pattern."""
+    from correlator.extract import Engine
+    from correlator.scan import hyperscan_available
+
+    if not hyperscan_available():
+        return []
+
+    engine = Engine(list(rules), "hyperscan")
+    problems = []
+    per_rule: dict[int, int] = {}
+    for pid, ri in enumerate(engine.pattern_rule):
+        if ri >= 0:
+            n = per_rule[ri] = per_rule.get(ri, -1) + 1
+            if pid in engine.scanner.rejected:
+                rule = engine.ruleset.rules[ri]
+                problems.append(Problem(rule.path, f"match.any[{n}]: with all the rules in one Hyperscan database this "
+                                                   f"pattern is refused or missed on its examples; it runs on its "
+                                                   f"prefilter keywords instead (slower): rewrite it", "warning"))
+    return problems
+
+
 def check_all(dirs: Sequence[Path] = (), include_builtin: bool = True,
               scanners: Sequence[str] = ("auto", "regex")) -> tuple[list[Rule], list[Problem]]:
     rules, problems = load_all(dirs, include_builtin)
@@ -158,6 +182,7 @@ def check_all(dirs: Sequence[Path] = (), include_builtin: bool = True,
     problems += check_patterns(rules)
     for sc in scanners:
         problems += check_examples(rules, None if sc == "auto" else sc)
+    problems += check_combined_database(rules)
     try:
         check_references(rules)
     except RuleError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 #: set to "regex" (or "fallback") to force the pure-Python scanner
@@ -31,12 +31,35 @@ class Pattern:
 def _hs_regex(pattern: str) -> bytes:
     # Patterns are written against the message after its prefixes; in the raw buffer a prefix
     # stands before it, so anchors are dropped (which only widens a prefilter).
-    p = pattern
-    if p.startswith("^"):
-        p = p[1:]
-    if p.endswith("$") and not p.endswith("\\$"):
-        p = p[:-1]
-    return trim_tail(p).encode("utf-8")
+    return trim_tail(_drop_anchors(pattern)).encode("utf-8")
+
+
+def _drop_anchors(p: str) -> str:
+    """``p`` without ``^`` and ``$`` outside character classes (``(?:^|\\d\\s+)Segmentation fault``
+    must find the line after a launcher prefix too)."""
+    out: list[str] = []
+    i, n, in_class = 0, len(p), False
+    while i < n:
+        c = p[i]
+        if c == "\\":
+            out.append(p[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]" and not (out and out[-1] in ("[", "[^")):
+                in_class = False
+        elif c == "[":
+            in_class = True
+            if p[i + 1:i + 2] == "^":
+                out.append("[^")
+                i += 2
+                continue
+        elif c in "^$":
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 # --- a prefilter's tail ----------------------------------------------------------------------------
@@ -221,19 +244,22 @@ class HyperscanScanner:
 
     name = "hyperscan"
 
-    def __init__(self, patterns: Sequence[Pattern]) -> None:
+    def __init__(self, patterns: Sequence[Pattern], probes: Callable[[], dict[int, list[str]]] | None = None) -> None:
         import hyperscan
 
         self._hs = hyperscan
         flags = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
         exprs = [_hs_regex(p.regex) for p in patterns]
         ids = [p.id for p in patterns]
-        cached = _cache_load(exprs, ids, flags)
+        key_flags = (flags, PROBE_VERSION if probes is not None else 0)
+        cached = _cache_load(exprs, ids, key_flags)
         if cached is not None:
             db, rejected_ids = cached
         else:
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
-            _cache_store(exprs, ids, flags, db, rejected_ids)
+            if db is not None and probes is not None:
+                db, rejected_ids = _without_missed(hyperscan, exprs, ids, flags, db, rejected_ids, probes())
+            _cache_store(exprs, ids, key_flags, db, rejected_ids)
         rejected = [p for p in patterns if p.id in set(rejected_ids)]
         self.rejected = tuple(p.id for p in rejected)
         self._db = db
@@ -365,6 +391,55 @@ def _cache_trim(d: str, keep: str) -> None:
                 os.remove(f)
             except OSError:
                 pass
+
+
+#: launcher prefixes and fillers a probe line is also scanned behind: Hyperscan's misses depend on
+#: where in the buffer a match lies
+_PROBE_PREFIXES = ("", "0: [default0]:[rank0]:", "gpu-a01: [rank3]: ", "x" * 37 + " ", "[2026-03-02 14:00:00,123] ")
+#: part of the cache key of a database checked against its probes (change it when the check changes)
+PROBE_VERSION = 1
+
+
+def _missed(hyperscan, db: object, probes: dict[int, list[str]]) -> set[int]:
+    """Pattern ids that ``db`` does not report on lines their own regexes match (``probes``)."""
+    want: dict[int, int] = {}  # line start -> pattern id expected there
+    parts: list[bytes] = []
+    pos = 0
+    for pid, lines in probes.items():
+        for ln in lines:
+            for pre in _PROBE_PREFIXES:
+                b = (pre + ln).encode("utf-8", "replace")
+                want[pos] = pid
+                parts.append(b)
+                pos += len(b) + 1
+    data = b"\n".join(parts) + b"\n"
+    got: set[tuple[int, int]] = set()
+
+    def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+        got.add((data.rfind(b"\n", 0, max(to - 1, 0)) + 1, pid))
+
+    db.scan(data, match_event_handler=on_match, scratch=hyperscan.Scratch(db))  # type: ignore[attr-defined]
+    return {pid for start, pid in want.items() if (start, pid) not in got}
+
+
+def _without_missed(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int, db: object,
+                    rejected: tuple[int, ...], probes: dict[int, list[str]]) -> tuple[object, tuple[int, ...]]:
+    """``db`` rebuilt without the patterns it misses on their own example lines (a Hyperscan defect:
+    two patterns of the same shape, ``\\[\\d+\\] <words>``, made it miss one of them behind a
+    prefix); those go to the keyword scanner, which finds every example (tested). Checked again
+    after each rebuild, as removing patterns changes the database."""
+    gone = set(rejected)
+    for _ in range(4):
+        missed = _missed(hyperscan, db, {p: ls for p, ls in probes.items() if p not in gone})
+        if not missed:
+            break
+        gone |= missed
+        kept = [(e, i) for e, i in zip(exprs, ids) if i not in gone]
+        if not kept:
+            return None, tuple(sorted(gone))
+        db, more = _compile(hyperscan, [e for e, _ in kept], [i for _, i in kept], flags)
+        gone |= set(more)
+    return db, tuple(sorted(gone))
 
 
 def _compile(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> tuple[object, tuple[int, ...]]:
@@ -583,7 +658,8 @@ def window_finder() -> WindowFinder | None:
 Scanner = KeywordScanner | HyperscanScanner
 
 
-def make_scanner(patterns: Sequence[Pattern], prefer: str | None = None) -> Scanner:
+def make_scanner(patterns: Sequence[Pattern], prefer: str | None = None,
+                 probes: Callable[[], dict[int, list[str]]] | None = None) -> Scanner:
     """Hyperscan when it is installed, unless ``prefer`` (or ``$CORRELATE_SCANNER``) says otherwise."""
     choice = (prefer or os.environ.get(ENV_SCANNER) or "auto").lower()
     if choice in ("regex", "fallback", "keywords", "python"):
@@ -591,7 +667,7 @@ def make_scanner(patterns: Sequence[Pattern], prefer: str | None = None) -> Scan
     if choice not in ("auto", "hyperscan"):
         raise ValueError(f"unknown scanner {choice!r}: use 'hyperscan', 'regex' or 'auto'")
     if hyperscan_available():
-        return HyperscanScanner(patterns)
+        return HyperscanScanner(patterns, probes)
     if choice == "hyperscan":
         raise ValueError("the hyperscan scanner was asked for but the 'hyperscan' package is not installed")
     return KeywordScanner(patterns)

@@ -211,3 +211,46 @@ def test_a_rankless_failure_takes_the_rank_of_the_only_worker_the_launcher_saw_f
                  "(pid: 504) of binary: /opt/conda/bin/python")
     rc = run(engine, {"train.log": join(lines)}).root_cause
     assert rc.rule == "cuda.device-side-assert" and rc.rank is None
+
+
+def _desync(ranks_joined: str | None = None, finished: str | None = None, never: str | None = None) -> list[str]:
+    out = ["\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:"]
+    if joined := ranks_joined:
+        out.append(f"\t   - [{joined}] joined but didn't finish collective #301 (count from 1)")
+    if finished:
+        out.append(f"\t     [{finished}] finished collective #301, but didn't join collective #302 (count from 1)")
+    if never:
+        out = [f"\t - To our best knowledge, ranks [{never}] are the lagging ranks that caused this timeout. "
+               f"They never joined any collectives"]
+    return out
+
+
+def test_a_desync_report_where_every_rank_joined_names_no_rank(engine):
+    # rank 3 is absent from the timeout lines (it would be the culprit), but the desync report saw it join
+    per = rank_lines(8, 4, 3, hang=True)
+    lines = combined_srun(per, 4) + [f"0: [default0]:[rank0]:{x}" for x in _desync("0, 1, 2, 3, 4, 5, 6, 7")]
+    rep = run(engine, {"train.out": join(lines)})
+    assert rep.verdict is Verdict.UNDETERMINED and rep.root_cause is None
+    notes = [d.message for d in rep.diagnostics if d.path is None]
+    assert any("every rank (0-7) joined the stuck collective" in n for n in notes)
+
+
+def test_a_desync_report_names_the_rank_that_never_joined_or_is_the_odd_one_out(engine):
+    per = rank_lines(8, 4, 99, hang=True)  # every rank times out on the same collective: nobody stands out
+    assert run(engine, {"train.out": join(combined_srun(per, 4))}).verdict is Verdict.UNDETERMINED
+    for extra, want in ((_desync(never="6"), 6), (_desync("5", "0, 1, 2, 3, 4, 6, 7"), 5)):
+        lines = combined_srun(per, 4) + [f"0: [default0]:[rank0]:{x}" for x in extra]
+        rc = run(engine, {"train.out": join(lines)}).root_cause
+        assert rc.rank == want and rc.decided_by == "desync-report", extra
+        assert any("desync report" in w for w in rc.why)
+
+
+def test_a_dump_signal_pointer_alone_names_no_rank(engine):
+    t = py(T0)
+    lines = [
+        f"[rank{r}]:[E302 14:00:00.000000000 ProcessGroupNCCL.cpp:1987] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+        f"Received a dump signal due to a collective timeout from  rank 6 and we will try our best to dump the debug "
+        f"info. Last enqueued NCCL work: 56116, last completed NCCL work: 56116." for r in (0, 1, 2, 3)]
+    rep = run(engine, {"train.log": join([f"{t} - train - INFO - step=5", *lines])})
+    assert rep.verdict is Verdict.UNDETERMINED and rep.root_cause is None
+    assert any("named by" in d.message and "a hint only" in d.message for d in rep.diagnostics if d.path is None)

@@ -88,3 +88,23 @@ def test_a_rest_of_line_capture_is_reported_once_not_once_per_byte(rules):
     hits: list[int] = []
     eng.scanner._db.scan(line, match_event_handler=lambda *a: hits.append(a[0]), scratch=eng.scanner._scratch)
     assert hits and len(hits) < 30  # was one report per byte of the message for the exception rule
+
+
+def test_a_pattern_the_combined_database_misses_is_found_by_its_keywords(monkeypatch, tmp_path):
+    """Hyperscan (this build) missed one of two patterns of the same shape behind a launcher prefix;
+    a database is checked against its patterns' own example lines, and what it misses goes to the
+    keyword scanner."""
+    if not hyperscan_available():
+        return
+    monkeypatch.setenv("CORRELATE_CACHE", str(tmp_path))
+    a = Pattern(0, r"\[(?P<j>\d+(?:, ?\d+)*)\] joined but didn't finish collective #(?P<s>\d+)",
+                ("joined but didn't finish collective",))
+    b = Pattern(1, r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from",
+                ("is setting up NCCL communicator",))
+    line = b"0: [default0]:[rank0]:\t   - [5] joined but didn't finish collective #301 (count from 1)\n"
+    plain_missed = 0 not in HyperscanScanner([a, b]).scan(line, len(line)).get(0, set())
+    checked = HyperscanScanner([a, b], probes=lambda: {0: ["\t   - [5] joined but didn't finish collective #301"]})
+    assert checked.scan(line, len(line)) == {0: {0}}
+    assert (0 in checked.rejected) == plain_missed
+    again = HyperscanScanner([a, b], probes=lambda: {})  # from the disk cache: the same decision
+    assert again.rejected == checked.rejected

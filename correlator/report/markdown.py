@@ -39,6 +39,7 @@ _DECIDED_BY = {
     "primary": "the earliest primary failure",
     "signal-exit": "a worker killed by a signal nobody sent it",
     "dump-pointer": "other ranks' dump signals pointing at it",
+    "desync-report": "PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG)",
     "missing-from-collective": "the rank missing from the collective everyone else waited in",
     "nccl-work-counters": "NCCL work counters (it never enqueued the collective)",
     "progress-stopped": "its progress markers stopped first",

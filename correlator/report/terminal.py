@@ -20,6 +20,7 @@ _HANG = {
     "progress-stopped": "its training progress stopped before the others'",
     "output-stopped": "its output stopped long before the others'",
     "dump-pointer": "the flight recorder's dump-signal pointer",
+    "desync-report": "PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG)",
 }
 
 
