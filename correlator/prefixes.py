@@ -14,6 +14,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # One or more stacked prefixes at the start of a line. Order in real logs: srun label, then the
 # torchrun --tee tag, then PyTorch's own rank tag; mpirun's --tag-output tag stands alone.
 _PREFIX = re.compile(
+    # a runner that tags each process's stream (milabench: "<bench>.<host>.nolog [stderr] ")
+    r"(?:[^\s\[]{1,200} \[std(?:out|err)\] ?)?"
     # Ray prints an actor tag first: "(WorkerDict pid=26110, ip=10.0.0.7) "
     r"(?:\((?P<actor>[A-Za-z_][\w.]{0,60}) pid=(?P<pid>\d{1,9})(?:, ip=(?P<ip>[\d.]{7,15}))?\) )?"
     # pdsh (DeepSpeed multi-node, clush) prints the host: "worker-1: ", "gpu-a09: " (or an IP

@@ -37,8 +37,9 @@ class Parsed:
 
 # Registry, written out by hand: (name, pattern). Tried in this order; the earliest match in the
 # text wins (a stamp at the start of a line beats a date quoted later in the message).
+# (also with slashes: "2026/03/02 14:00:00", as glog's and some C++ loggers' datefmt)
 _ISO = (
-    r"(?P<Y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)[T _](?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
+    r"(?P<Y>(?:19|20)\d\d)[-/](?P<m>[01]\d)[-/](?P<d>[0-3]\d)[T _](?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
     r"(?:[.,](?P<f>\d{1,9}))?(?P<z>Z|[+-][01]\d:?[0-5]\d(?![\d:]))?"
 )
 # c10's own logger does not pad the month: "W407 10:13:23.08" is April 7, "E1120 ..." November 20
@@ -48,12 +49,19 @@ _SYSLOG = (
     r"(?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)(?:\.(?P<f>\d{1,9}))?(?: (?P<Y>(?:19|20)\d\d))?"
 )
 _EPOCH = r"^\[?(?P<e>1[5-9]\d{8}|2[0-4]\d{8})(?:\.(?P<f>\d{1,9}))?\]?(?=[\s:\]])"
+# month first, as the Hugging Face example scripts log ("03/02/2026 14:00:00 - INFO - __main__");
+# read day first when the first number cannot be a month ("25/03/2026")
+_US = (
+    r"(?<![\d/.])(?P<m>[0-3]?\d)/(?P<d>[0-3]?\d)/(?P<Y>(?:19|20)\d\d)[ T]+(?P<H>[0-2]?\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
+    r"(?:[.,](?P<f>\d{1,9}))?"
+)
 
 FORMATS: dict[str, re.Pattern[str]] = {
     "iso8601": re.compile(_ISO),
     "glog": re.compile(_GLOG),
     "syslog": re.compile(_SYSLOG),
     "epoch": re.compile(_EPOCH),
+    "us-date": re.compile(_US),
 }
 # One alternation for the common case; names tell which branch hit.
 _ANY = re.compile(
@@ -61,6 +69,7 @@ _ANY = re.compile(
     "|(?P<glog>" + _GLOG.replace("?P<", "?P<g") + ")"
     "|(?P<syslog>" + _SYSLOG.replace("?P<", "?P<s") + ")"
     "|(?P<epoch>" + _EPOCH.replace("?P<", "?P<e") + ")"
+    "|(?P<us>" + _US.replace("?P<", "?P<u") + ")"
 )
 
 #: how far into a message a stamp is looked for
@@ -169,6 +178,12 @@ class StampParser:
             else:
                 y = self._infer_year(mo, d)
                 year_inferred = True
+        elif kind == "us":
+            mo, d, y = int(g("um")), int(g("ud")), int(g("uY"))
+            if mo > 12 >= d:
+                mo, d = d, mo
+            h, mi, s = int(g("uH")), int(g("uM")), int(g("uS"))
+            frac = g("uf")
         else:
             frac = g("ef")
             res = 10 ** (9 - len(frac)) if frac else NS
@@ -185,7 +200,7 @@ class StampParser:
             res = 10 ** (9 - len(frac))
         else:
             sub, res = 0, NS
-        fmt = {"iso": "iso8601", "glog": "glog", "syslog": "syslog"}[kind]
+        fmt = {"iso": "iso8601", "glog": "glog", "syslog": "syslog", "us": "us-date"}[kind]
         return Parsed(epoch * NS + sub, res, zone is None, year_inferred, fmt, m.span())
 
     def observe(self, parsed: Parsed) -> None:

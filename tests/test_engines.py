@@ -202,6 +202,8 @@ _WINDOW_LINES = [
     "gpu-a01.cluster: gpu-a01:77:77 [1] NCCL INFO Bootstrap : Using ib0",
     "(WorkerDict pid=26110, ip=10.0.0.7) {py} step {n}",
     "WARNING: not a prefix, step {n}",
+    "bench.cn-n001.nolog [stderr] [rank14]: {py} step {n}",
+    "bench.cn-n002.nolog [stdout] plain step {n}",
 ]
 
 

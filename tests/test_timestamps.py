@@ -27,6 +27,9 @@ def ns(*args, tz=UTC) -> int:
     ("[rank7]:[W1120 01:13:20.892421310 ProcessGroupNCCL.cpp:1662] x", ns(2025, 11, 20, 1, 13, 20) + 892_421_310, "glog"),  # >6 months after the reference: last year
     ("1772460451.25 hello", ns(2026, 3, 2, 14, 7, 31) + 250_000_000, "epoch"),
     ("Mar  2 14:07:31 gpu-a09 kernel: Out of memory", ns(2026, 3, 2, 14, 7, 31), "syslog"),
+    ("2026/03/02 14:07:31.412 x", ns(2026, 3, 2, 14, 7, 31) + 412_000_000, "iso8601"),
+    ("03/02/2026 14:07:31 - INFO - __main__ - Training", ns(2026, 3, 2, 14, 7, 31), "us-date"),  # HF examples
+    ("25/03/2026 14:07:31 - WARNING - x", ns(2026, 3, 25, 14, 7, 31), "us-date"),  # day first: 25 is no month
 ])
 def test_formats(text, expected, fmt):
     p = StampParser(UTC, ns(2026, 3, 1, 0, 0, 0)).parse(text)
@@ -58,7 +61,8 @@ def test_resolution_of_whole_seconds():
     assert p.resolution_ns == 1_000_000
 
 
-@pytest.mark.parametrize("text", ["no stamp 12:00", "step 1200 loss 2.0", "2026-13-40 99:99:99", "E9999 99:99:99.1"])
+@pytest.mark.parametrize("text", ["no stamp 12:00", "step 1200 loss 2.0", "2026-13-40 99:99:99", "E9999 99:99:99.1",
+                                  "version 1.2/3/2026 14:00:00", "13/13/2026 14:00:00"])
 def test_no_false_stamps(text):
     assert StampParser(UTC).parse(text) is None
 
@@ -66,7 +70,7 @@ def test_no_false_stamps(text):
 @settings(max_examples=300, deadline=None)
 @given(st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31)),
        st.sampled_from(["%Y-%m-%d %H:%M:%S,{ms}", "%Y-%m-%dT%H:%M:%S.{ms}Z", "[%Y-%m-%d %H:%M:%S,{ms}]",
-                        "%Y-%m-%d_%H:%M:%S"]))
+                        "%Y-%m-%d_%H:%M:%S", "%Y/%m/%d %H:%M:%S.{ms}", "%m/%d/%Y %H:%M:%S"]))
 def test_round_trip(dt, fmt):
     dt = dt.replace(tzinfo=UTC)
     text = dt.strftime(fmt).replace("{ms}", f"{dt.microsecond // 1000:03d}") + " message"
