@@ -363,7 +363,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     if root_ev is not None:
         verdict = Verdict.ROOT_CAUSE
         r = root_ev
-        rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r]
+        rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r and not _same_failure(e, r)]
         for c in rest:
             if r.t is None or c.t is None:
                 if r.t is None and c.t is None and c.m.path != r.m.path:
@@ -372,7 +372,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             # the true instants lie in [t, t + unc]: c can precede r only if c.t < r.t + r.unc
             # (widened by c's own clock residual, which can move it either way)
             gap = c.t - r.t
-            if gap <= (r.unc or 0) + c.skew:
+            if gap <= (r.unc or 0) + c.skew and not _same_failure(c, r):
                 tie.append(c)
         if tie:
             # lines that point at a rank (a checkpoint exception relaying rank N's error to every
@@ -384,7 +384,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                 pick, n = votes.most_common(1)[0]
                 if pick != r.rank:
                     r = root_ev = members[pick]
-                    rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r]
+                    rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r and not _same_failure(e, r)]
                 tie = [c for c in tie if c.rank != pick and c is not r]
                 why.append(f"{n} line(s) name rank {pick} as the origin of the error the tied ranks print")
         confidence = 0.95
@@ -502,7 +502,8 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         if root_ev is not None and e.m is root_ev.m:
             e.label = Label.ROOT
         elif role is Role.PRIMARY:
-            if verdict is Verdict.ROOT_CAUSE and e.rank is not None and e.rank == root_rank:
+            if verdict is Verdict.ROOT_CAUSE and (e.rank is not None and e.rank == root_rank
+                                                  or root_ev is not None and _same_failure(e, root_ev)):
                 e.label = Label.COLLATERAL
             elif e.rule.priority < GENERIC_PRIORITY or not _is_candidate(e, signalled) or verdict is Verdict.JOB_LEVEL:
                 e.label = Label.COLLATERAL
@@ -556,6 +557,13 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     out = Outcome(verdict, root, root_ev, evs, suspects, silent)
     out.why = why  # type: ignore[attr-defined]
     return out
+
+
+def _same_failure(c: Ev, r: Ev) -> bool:
+    """``c`` is ``r``'s failure told again without a rank, on ``r``'s node (slurmstepd's "Detected 1
+    oom-kill event" beside srun's "task 0: Out Of Memory"): part of the root, not a rival."""
+    return (c.rule.id == r.rule.id and c.rank is None and r.rank is not None and c.m.who.host is not None
+            and c.m.who.host == r.m.who.host)
 
 
 #: torchrun agent lines reporting a worker that ended (its exit code, local rank, pid)
