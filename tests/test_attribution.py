@@ -254,3 +254,16 @@ def test_a_dump_signal_pointer_alone_names_no_rank(engine):
     rep = run(engine, {"train.log": join([f"{t} - train - INFO - step=5", *lines])})
     assert rep.verdict is Verdict.UNDETERMINED and rep.root_cause is None
     assert any("named by" in d.message and "a hint only" in d.message for d in rep.diagnostics if d.path is None)
+
+
+def test_the_same_failure_told_without_a_rank_on_the_roots_node_is_no_tie(engine):
+    lines = [
+        "slurmstepd-gpu20-15: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your processes may "
+        "have been killed by the cgroup out-of-memory handler.",
+        "srun: error: gpu20-15: task 0: Out Of Memory",
+        "slurmstepd-gpu20-15: error: *** STEP 9411285.0 ON gpu20-15 CANCELLED AT 2022-05-17T17:58:10 ***",
+    ]
+    rc = run(engine, {"slurm.out": join(lines)}).root_cause
+    assert (rc.rule, rc.rank, rc.host) == ("slurm.oom-kill", 0, "gpu20-15")
+    assert not rc.tie and rc.confidence > 0.5
+    assert not any("could not order" in w for w in rc.why)
