@@ -241,7 +241,8 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
     if pointed:
         r, n = pointed.most_common(1)[0]
         score[r] += 0.5
-        reasons[r].append(f"named by {n} 'dump signal ... from rank {r}' line(s)")
+        reasons[r].append(f"named by {n} line(s) as the rank the error came from (a dump signal's source, "
+                          f"a checkpoint exception's rank)")
     return dict(score), dict(reasons), majority_rule
 
 
@@ -449,8 +450,8 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             suspects = scores
             if scores and max(scores.values()) < HANG_MIN_SCORE:
                 for r, rs in sorted(reasons.items()):
-                    why.extend(f"rank {r}: {x} (a hint only: the rank a dump signal names is the first to "
-                               f"detect the timeout, a victim as often as the culprit)" for x in rs)
+                    why.extend(f"rank {r}: {x} (a hint only: such a line names the rank that first detected "
+                               f"or relayed the failure, a victim as often as the culprit)" for x in rs)
                 scores = {}
             if scores:
                 best = max(scores.values())

@@ -99,6 +99,7 @@ _TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
 _TABLE_EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)")
 _NCCL_COMM = re.compile(r"NCCL INFO (?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)")
 _RDZV_GROUP = re.compile(r"group_rank=(\d+)")
+_RAY_PG = re.compile(r"Setting up process group for: \S+ \[rank=(\d+)\]")
 _RDZV_GLOBAL = re.compile(r"global_ranks=\[([\d, ]*)\]")
 _RDZV_LOCAL = re.compile(r"local_ranks=\[([\d, ]*)\]")
 
@@ -108,6 +109,8 @@ _FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("nccl-comm", r"NCCL INFO (?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank \d+ n[Rr]anks \d+",
      ("NCCL INFO comm 0x", "NCCL INFO ncclCommInitRank")),
     ("rendezvous", r"global_ranks=\[", ("global_ranks=[",)),
+    # Ray's torch runner (RaySGD, ray.train) names each worker's rank as it joins the process group
+    ("ray-pg", r"Setting up process group for: \S+ \[rank=\d+\]", ("Setting up process group for:",)),
 )
 
 
@@ -558,6 +561,11 @@ def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, ms
             if prefix.rank is not None and prefix.rank != who.rank:
                 return  # a sub-communicator's rank, not the global one
             state.identities.append(IdentityFact(who, prefix.task, state.src.path, "nccl-init"))
+    elif name == "ray-pg":
+        m = _RAY_PG.search(msg)
+        if m and prefix.pid is not None:  # the worker's pid is in Ray's "(pid=N)" tag
+            state.identities.append(IdentityFact(Who(rank=int(m.group(1)), host=prefix.host, pid=prefix.pid),
+                                                 prefix.task, state.src.path, "ray"))
     elif name == "rendezvous":
         g = _RDZV_GLOBAL.search(msg)
         if not g:

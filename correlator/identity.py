@@ -66,8 +66,8 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
             task = f.origin_task if f.origin_task is not None else w.task
             if task is not None and w.local_rank is not None:
                 imap.by_task_local.setdefault((_group_key(d.source.path), task, w.local_rank), w.rank)
-            if w.host and w.pid is not None:
-                imap.by_host_pid.setdefault((short_host(w.host), w.pid), w.rank)
+            if w.pid is not None:  # (a Ray worker's tag may name no host: the pid alone, if unique)
+                imap.by_host_pid.setdefault((short_host(w.host) or "", w.pid), w.rank)
             if w.host:
                 imap.host_of_rank.setdefault(w.rank, short_host(w.host))
                 if task is not None:

@@ -17,7 +17,8 @@ _PREFIX = re.compile(
     # a runner that tags each process's stream (milabench: "<bench>.<host>.nolog [stderr] ")
     r"(?:[^\s\[]{1,200} \[std(?:out|err)\] ?)?"
     # Ray prints an actor tag first: "(WorkerDict pid=26110, ip=10.0.0.7) "
-    r"(?:\((?P<actor>[A-Za-z_][\w.]{0,60}) pid=(?P<pid>\d{1,9})(?:, ip=(?P<ip>[\d.]{7,15}))?\) )?"
+    # (older Ray prints only "(pid=34272) ")
+    r"(?:\((?:(?P<actor>[A-Za-z_][\w.]{0,60}) )?pid=(?P<pid>\d{1,9})(?:, ip=(?P<ip>[\d.]{7,15}))?\) )?"
     # pdsh (DeepSpeed multi-node, clush) prints the host: "worker-1: ", "gpu-a09: " (or an IP
     # address); a name must hold a digit and not be a word that ends many plain messages ("rank0: ")
     r"(?:(?P<host>(?!slurmstepd|(?:rank|local_rank|step|epoch|iter|iteration|cuda|device|batch|layer|loss|gpu\d|GPU)\d*[:\s])"

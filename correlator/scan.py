@@ -484,7 +484,7 @@ STAMP_HINTS = (rb"[0-9\x80-\xbf]:[0-5]", rb"^\[?(?:1[5-9]|2[0-4])")
 #: blank line (ASCII whitespace only)
 MAYBE_PREFIX = (rb"\n(?:[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9.\x80-\xff]{1,24}: |\[[A-Za-z_]+[0-9\x80-\xff]"
                 rb"|\[[0-9\x80-\xff]+,|[A-Za-z][A-Za-z0-9_.-]{0,40}[0-9\x80-\xff][A-Za-z0-9_.\x80-\xff-]{0,160}: "
-                rb"|\([A-Za-z_][\w.\x80-\xff]{0,240} pid=|[^ \t\n\[]{1,800} \[std(?:out|err)\])")
+                rb"|\((?:[A-Za-z_][\w.\x80-\xff]{0,240} )?pid=|[^ \t\n\[]{1,800} \[std(?:out|err)\])")
 NCCL_LINE = rb" NCCL "
 #: lines that may start with an srun task label or a ``[rankN]:`` tag (``extract._SRUN_PREFIX``,
 #: ``extract._RANK_PREFIX``); the hit's own line is the one to check

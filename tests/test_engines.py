@@ -204,6 +204,7 @@ _WINDOW_LINES = [
     "WARNING: not a prefix, step {n}",
     "bench.cn-n001.nolog [stderr] [rank14]: {py} step {n}",
     "bench.cn-n002.nolog [stdout] plain step {n}",
+    "(pid=34272) {py} step {n}",
 ]
 
 
