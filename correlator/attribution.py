@@ -192,8 +192,14 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
                 score[r] += 2
                 reasons[r].append(f"timed out on an earlier collective (SeqNum {s}) than the majority ({major})")
         # NCCL work counters: a rank that never enqueued the stuck collective never entered it
+        # (counters of another process group say nothing about it: "from this local rank" dump lines
+        # relay the default group's counters while the stuck collective is in group 1)
+        major_pgs = {ev.m.capture("pg") for ev in evs if ev.m.capture("seq") == str(major) and ev.m.capture("pg")}
         for ev in evs:
             le = ev.m.capture("last_enqueued")
+            pg = ev.m.capture("pg")
+            if major_pgs and pg is not None and pg not in major_pgs:
+                continue
             if ev.rank is not None and le and le.isdecimal() and int(le) < major and ev.rank not in joined:
                 if "never enqueued" not in " ".join(reasons[ev.rank]):
                     score[ev.rank] += 3

@@ -167,6 +167,8 @@ def headline(report: Report) -> str:
         return f"the job ended for a job-level reason: {title}" if title else "the job ended for a job-level reason"
     if report.verdict == Verdict.NO_FAILURE:
         return "no failure found in the logs"
+    if not any(g.label in ("collateral", "independent", "root") for g in report.groups):
+        return "the job was torn down, but no failure was found in the logs"
     return "failures were seen, but no rank can be named as the first"
 
 

@@ -85,9 +85,12 @@ def render(report: Report, color: bool = False) -> str:
     elif v is Verdict.NO_FAILURE:
         lines += _block("no failure", ["no failure, timeout or teardown was found in the logs"], color, "1;32")
     else:
-        body = ["failures were seen, but no rank can be named as the first"]
+        seen = any(g.label in ("collateral", "independent", "root") for g in report.groups)
+        body = ["failures were seen, but no rank can be named as the first" if seen else
+                "the job was torn down, but no failure was found in the logs"]
         for d in report.diagnostics:
-            if d.path is None and d.message.startswith(UNDETERMINED_NOTE) and len(body) < 16:
+            if (d.path is None and d.message.startswith(UNDETERMINED_NOTE) and len(body) < 16
+                    and not d.message.endswith("but no failure was found in the logs")):
                 wrapped = _wrap(d.message[len(UNDETERMINED_NOTE):], 2)
                 body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
         lines += _block("undetermined", body, color, "1;33")
