@@ -257,8 +257,9 @@ def _rank_list(text: str | None) -> set[int]:
     return {int(x) for x in text.replace(" ", "").split(",") if x.isdecimal()} if text else set()
 
 
-#: the dump-signal pointer alone names a victim as often as a culprit: below this score, no rank is named
-HANG_MIN_SCORE = 1.0
+#: below this score no rank is named: a dump-signal pointer (0.5) names a victim as often as a
+#: culprit, and output that stopped early (1.5) is, alone, as often a quieter rank or a pasted excerpt
+HANG_MIN_SCORE = 2.0
 
 
 #: primaries of one rank this close to its first one are one event (a wrapper line and its cause)
@@ -456,8 +457,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             suspects = scores
             if scores and max(scores.values()) < HANG_MIN_SCORE:
                 for r, rs in sorted(reasons.items()):
-                    why.extend(f"rank {r}: {x} (a hint only: such a line names the rank that first detected "
-                               f"or relayed the failure, a victim as often as the culprit)" for x in rs)
+                    why.extend(f"rank {r}: {x} (a hint only, too weak alone to name it)" for x in rs)
                 scores = {}
             if scores:
                 best = max(scores.values())
@@ -573,9 +573,10 @@ def _same_failure(c: Ev, r: Ev) -> bool:
             and c.m.who.host == r.m.who.host)
 
 
-#: torchrun agent lines reporting a worker that ended (its exit code, local rank, pid)
+#: launcher lines reporting a worker that ended (torchrun's agent: exit code, local rank, pid;
+#: mp.spawn's parent: the process index)
 _WORKER_EXIT_RULES = {"launcher.worker-aborted-sigabrt", "launcher.worker-killed-by-signal",
-                      "launcher.worker-failed-exitcode"}
+                      "launcher.worker-failed-exitcode", "launcher.mp-spawn-process-raised"}
 #: exit codes of workers the launcher itself stopped (SIGTERM, SIGINT)
 _STOPPED_BY_LAUNCHER = {"-15", "-2"}
 

@@ -267,3 +267,13 @@ def test_the_same_failure_told_without_a_rank_on_the_roots_node_is_no_tie(engine
     assert (rc.rule, rc.rank, rc.host) == ("slurm.oom-kill", 0, "gpu20-15")
     assert not rc.tie and rc.confidence > 0.5
     assert not any("could not order" in w for w in rc.why)
+
+
+def test_the_traceback_after_mp_spawns_report_is_that_process(engine):
+    lines = ["Traceback (most recent call last):", '  File "x.py", line 3, in <module>', "    mp.spawn(main, nprocs=4)",
+             "torch.multiprocessing.spawn.ProcessRaisedException: ", "",
+             "-- Process 2 terminated with the following error:", "Traceback (most recent call last):",
+             '  File "/opt/train.py", line 40, in main', "    img = Image.open(path)",
+             "PIL.UnidentifiedImageError: cannot identify image file '/data/x.jpg'"]
+    rc = run(engine, {"train.log": join(lines)}).root_cause
+    assert rc.rank == 2 and rc.local_rank == 2 and "UnidentifiedImageError" in rc.evidence[0].text
