@@ -602,8 +602,11 @@ def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:
     better than torchrun's own per-node pick, and said with low confidence."""
     if out.verdict is not Verdict.UNDETERMINED:
         return
+    # when the ranks report collective timeouts, a SIGABRT entry is the NCCL watchdog aborting its
+    # process: a consequence like the timeouts, not a failure of its own
+    timeouts = any(e.rule.role is Role.COLLATERAL for e in out.events)
     entries = [f for f in facts if f.source == "failure-table" and f.who.rank is not None
-               and f.exitcode not in (None, -15, -2, -1)]
+               and f.exitcode not in (None, -15, -2, -1) and not (timeouts and f.exitcode == -6)]
     rule = rules.get("launcher.worker-failed-exitcode")
     if not entries or rule is None:
         return
