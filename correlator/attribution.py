@@ -586,6 +586,8 @@ def _launcher_named_worker(r: Ev, evs: Sequence[Ev]) -> Who | None:
     the launcher, in the same log, reports as the only one that failed on its own; else None."""
     exits = [e for e in evs if e.m.path == r.m.path and e.rule.id in _WORKER_EXIT_RULES
              and (e.m.capture("exitcode") or "") not in _STOPPED_BY_LAUNCHER]
+    if r.m.who.pid is not None:  # the root line names its process (an NCCL WARN's host:pid:tid)
+        exits = [e for e in exits if (e.m.capture("pid") or str(r.m.who.pid)) == str(r.m.who.pid)]
     workers = {(e.m.who.rank, e.m.who.local_rank) for e in exits if (e.m.who.rank, e.m.who.local_rank) != (None, None)}
     if len(workers) != 1:
         return None
