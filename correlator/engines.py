@@ -74,9 +74,9 @@ def tune_malloc() -> None:
     Extraction allocates and frees buffers of a few MiB per read (the read, the cut region, the
     kept bytes before it). With glibc's defaults, big blocks are mmap'ed or the heap is trimmed
     when they are freed, so every read pays page faults on fresh memory again: about a third of
-    the time per byte. A fixed mmap threshold of 32 MiB and a trim threshold of 256 MiB keep them
-    in the heap; the peak stays the same (buffers are reused, not added). Inherited by forked
-    workers. ``CORRELATE_MALLOC_TUNE=0`` leaves malloc alone.
+    the time per byte. A fixed mmap threshold of 32 MiB, no mmap for bigger blocks either, and a
+    trim threshold of 256 MiB keep them in the heap; the peak stays the same (buffers are reused,
+    not added). Inherited by forked workers. ``CORRELATE_MALLOC_TUNE=0`` leaves malloc alone.
     """
     global _MALLOC_TUNED
     if _MALLOC_TUNED or os.environ.get("CORRELATE_MALLOC_TUNE", "1") == "0":
@@ -93,9 +93,12 @@ def tune_malloc() -> None:
         mallopt = getattr(libc, "mallopt", None)
         if mallopt is None:  # not glibc
             return
-        m_trim_threshold, m_mmap_threshold = -1, -3
+        m_trim_threshold, m_mmap_threshold, m_mmap_max = -1, -3, -4
         mallopt(m_mmap_threshold, 32 << 20)
         mallopt(m_trim_threshold, 256 << 20)
+        # blocks of 32 MiB and more (glibc's largest threshold) would still be mmap'ed afresh on
+        # every read: a whole rank file of up to WHOLE_FILE_BYTES comes from the heap instead
+        mallopt(m_mmap_max, 0)
     except Exception:  # noqa: BLE001 - an optimisation only
         return
 

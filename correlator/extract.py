@@ -29,10 +29,10 @@ from correlator.timestamps import NS, Parsed, StampParser
 
 CHUNK_BYTES = 16 << 20
 #: a plain file up to this size is read in one piece (most one-file-per-rank logs): no cut, no
-#: carried bytes, no look-back copy. Not more: glibc serves a block of 32 MiB or more (its largest
-#: mmap threshold) with a fresh mmap, whose page faults cost more than the chunked path's copies
-#: (a 33.6 MB file read whole: 41 ms; in 16 MiB buffers: 32 ms; two 16.8 MB files: 28 ms)
-WHOLE_FILE_BYTES = (32 << 20) - (1 << 16)
+#: carried bytes, no look-back copy. Bigger ones are read in CHUNK_BYTES buffers, each joined with
+#: its look-back once. (Where malloc is not tuned -- engines.tune_malloc -- a block of 32 MiB or
+#: more is a fresh mmap whose page faults cost more than that copy; tuned, it comes from the heap.)
+WHOLE_FILE_BYTES = 64 << 20
 #: bytes of the previous buffer kept for event-scope look-back and inherited times
 KEEP_BYTES = 1 << 20
 #: the head and tail windows (per-writer first/last stamps, last step, step anchors) of a source
