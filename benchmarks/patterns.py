@@ -39,22 +39,13 @@ def rule_patterns() -> list[str]:
 
 
 def _drop_lookarounds(p: str) -> str:
+    from correlator.scan import group_end
+
     out, i = [], 0
     while i < len(p):
         if p.startswith(("(?=", "(?!", "(?<=", "(?<!"), i) and not p.startswith("(?<P", i):
-            depth, j = 0, i
-            while j < len(p):
-                if p[j] == "\\":
-                    j += 2
-                    continue
-                if p[j] == "(":
-                    depth += 1
-                elif p[j] == ")":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            i = j + 1
+            end = group_end(p, i)
+            i = (end if end >= 0 else len(p)) + 1
             continue
         if p[i] == "\\":
             out.append(p[i:i + 2])

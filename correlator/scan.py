@@ -74,6 +74,42 @@ def _drop_anchors(p: str) -> str:
 _QUANT = re.compile(r"(?:[*+?]|\{(\d*)(?:(,)(\d*))?\})[?+]?$")
 
 
+def class_end(p: str, i: int) -> int:
+    """Index just after the character class ``p[i] == "["`` (a leading ``^`` and ``]`` are part of
+    it, escapes are skipped); ``len(p) + 1`` if it is not closed."""
+    n = len(p)
+    j = i + 1
+    if j < n and p[j] == "^":
+        j += 1
+    if j < n and p[j] == "]":
+        j += 1
+    while j < n and p[j] != "]":
+        j += 2 if p[j] == "\\" else 1
+    return j + 1 if j < n else n + 1
+
+
+def group_end(p: str, i: int) -> int:
+    """Index of the ``)`` closing the group ``p[i] == "("`` (escapes and character classes
+    skipped); -1 if it is not closed."""
+    depth, j, n = 0, i, len(p)
+    while j < n:
+        c = p[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            j = class_end(p, j)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return -1
+
+
 def _tokens(p: str) -> list[tuple[str, str]] | None:
     """The top-level (atom, quantifier) pairs of ``p``; None if ``p`` has a top-level ``|`` or
     cannot be split (then it is left as it is)."""
@@ -89,40 +125,12 @@ def _tokens(p: str) -> list[tuple[str, str]] | None:
                 return None
             j = i + len(m.group(0))
         elif c == "[":
-            j = i + 1
-            if j < n and p[j] == "^":
-                j += 1
-            if j < n and p[j] == "]":
-                j += 1
-            while j < n and p[j] != "]":
-                j += 2 if p[j] == "\\" else 1
-            if j >= n:
+            j = class_end(p, i)
+            if j > n:
                 return None
-            j += 1
         elif c == "(":
-            depth, j = 0, i
-            while j < n:
-                if p[j] == "\\":
-                    j += 2
-                    continue
-                if p[j] == "[":
-                    k = j + 1
-                    if k < n and p[k] == "^":
-                        k += 1
-                    if k < n and p[k] == "]":
-                        k += 1
-                    while k < n and p[k] != "]":
-                        k += 2 if p[k] == "\\" else 1
-                    j = k + 1
-                    continue
-                if p[j] == "(":
-                    depth += 1
-                elif p[j] == ")":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            if j >= n:
+            j = group_end(p, i)
+            if j < 0:
                 return None
             j += 1
         elif c in "*+?{)":
