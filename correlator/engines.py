@@ -350,24 +350,21 @@ def _warm() -> None:
         pass
 
 
-def _regular(s: SourceInfo) -> bool:
-    """A regular file: reading it early takes nothing away (a FIFO's bytes would be consumed)."""
+def _sources_key(sources: Sequence[SourceInfo]) -> tuple | None:
+    """What must not change between an early start and the run that takes it over: each source
+    with its modification time; None when a source is not a regular file (reading a FIFO early
+    would consume its bytes)."""
     import stat
 
-    try:
-        return s.kind == "file" and stat.S_ISREG(os.stat(s.path).st_mode)
-    except OSError:
-        return False
-
-
-def _sources_key(sources: Sequence[SourceInfo]) -> tuple:
     key = []
     for s in sources:
         try:
-            mtime = os.stat(s.path).st_mtime_ns if s.kind == "file" else None
+            st = os.stat(s.path) if s.kind == "file" else None
         except OSError:
-            mtime = None
-        key.append((s, mtime))
+            return None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return None
+        key.append((s, st.st_mtime_ns))
     return tuple(key)
 
 
@@ -385,11 +382,10 @@ def speculate(inputs: list[str]) -> None:
         return
     n = os.cpu_count() or 1
     total = sum(s.size or 0 for s in srcs if s.kind != "stdin")
-    if (n <= 1 or total < POOL_MIN_BYTES or not srcs or not all(_regular(s) for s in srcs)
-            or any(_splittable(s, total, n) for s in srcs)):
+    key = _sources_key(srcs)
+    if n <= 1 or total < POOL_MIN_BYTES or not srcs or key is None or any(_splittable(s, total, n) for s in srcs):
         return
     spec = default_spec()
-    key = _sources_key(srcs)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"), initializer=_warm)
     order = sorted(range(len(srcs)), key=lambda i: -(srcs[i].size or 0))
     futures = [(b, pool.submit(_work_batch, [srcs[i] for i in b], spec)) for b in _batches(order, srcs, n)]
