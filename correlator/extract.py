@@ -1357,17 +1357,6 @@ def _cut_index(carry: bytes, chunk: bytes) -> int | None:
     return None if cut < lc else cut
 
 
-def _join_cut(carry: bytes, chunk: bytes) -> tuple[bytes, bytes] | None:
-    """``(region, carry)`` of ``carry + chunk`` cut as ``_cut_index`` says, with one copy."""
-    cut = _cut_index(carry, chunk)
-    if cut is None:
-        return None
-    lc = len(carry)
-    if not lc and cut == len(chunk):
-        return chunk, b""
-    return b"".join((carry, memoryview(chunk)[: cut - lc])), chunk[cut - lc:]
-
-
 def _ahead_of(held: bytes | memoryview) -> bytes:
     """The look-ahead a region gets from the lines held back after it: their first HOLD_BYTES,
     whole lines only."""

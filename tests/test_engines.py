@@ -247,7 +247,7 @@ def test_window_facts_fast_path_equals_line_by_line(rules, rnd, a, b):
         ex.ANCHORS_PER_WINDOW = saved
 
 
-# --- the one-copy cut ------------------------------------------------------------------------------
+# --- the cut found without joining-------------------------------------------------------------------------
 
 def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
     """The plain cut of the read loop: join, cut at the last newline, hold lines back."""
@@ -267,11 +267,12 @@ def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
 @settings(max_examples=2000, deadline=None)
 @given(st.binary(max_size=60).map(lambda b: b.replace(b"\x00", b"\n")),
        st.binary(max_size=120).map(lambda b: b.replace(b"\x00", b"\n").replace(b"\x01", b"\n")))
-def test_one_copy_cut_equals_the_two_copy_cut(carry, chunk):
+def test_cut_found_without_joining_equals_the_two_copy_cut(carry, chunk):
     saved = ex.HOLD_LINES, ex.HOLD_BYTES
     ex.HOLD_LINES, ex.HOLD_BYTES = 5, 40  # small holds, so that they reach back into the carry
     try:
-        got = ex._join_cut(carry, chunk)
+        cut = ex._cut_index(carry, chunk)
+        got = None if cut is None else ((carry + chunk)[:cut], (carry + chunk)[cut:])
     finally:
         ex.HOLD_LINES, ex.HOLD_BYTES = saved
     if got is not None:
