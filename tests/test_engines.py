@@ -247,7 +247,7 @@ def test_window_facts_fast_path_equals_line_by_line(rules, rnd, a, b):
         ex.ANCHORS_PER_WINDOW = saved
 
 
-# --- the cut found without joining-------------------------------------------------------------------------
+# --- the cut found without joining ----------------------------------------------------------------
 
 def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
     """The plain cut of the read loop: join, cut at the last newline, hold lines back."""
