@@ -386,6 +386,7 @@ def speculate(inputs: list[str]) -> None:
     if n <= 1 or total < POOL_MIN_BYTES or not srcs or key is None or any(_splittable(s, total, n) for s in srcs):
         return
     spec = default_spec()
+    _warm()  # once here, inherited by every worker, instead of once per worker competing for the cores
     pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"), initializer=_warm)
     order = sorted(range(len(srcs)), key=lambda i: -(srcs[i].size or 0))
     futures = [(b, pool.submit(_work_batch, [srcs[i] for i in b], spec)) for b in _batches(order, srcs, n)]

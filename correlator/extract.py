@@ -1139,6 +1139,7 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                 chunks = iter([converted])
             first = True
             for chunk in chunks:
+                keep, tail = _own(keep), _own(tail)  # views of the last buffer (``_whole_windows``)
                 if src.stream != "error.json":
                     total += len(chunk)
                 if first:
@@ -1428,21 +1429,21 @@ def _head_limit(state: _State) -> int:
     return HEAD_BYTES
 
 
-def _tail_window(state: _State, tail: bytes) -> bytes:
+def _tail_window(state: _State, tail: bytes | memoryview) -> bytes:
     """The tail window from the last ``TAIL_BYTES`` kept: for a source of one writer, the last of
     ``TAIL_SIZES_ONE`` bytes (from a line start) that hold a progress line and are one writer's."""
     if state.one_writer is False:
-        return tail
+        return _own(tail)
     for size in TAIL_SIZES_ONE:
         if len(tail) <= size:
-            return tail
-        short = tail[-size:]
+            return _own(tail)
+        short = _own(tail[-size:])
         short = short[short.find(b"\n") + 1:]
         if not _one_writer(short):
-            return tail
+            return _own(tail)
         if _PROGRESS.search(short):
             return short
-    return tail
+    return _own(tail)
 
 
 def _flush_head(state: _State, writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor]) -> None:
@@ -1458,7 +1459,7 @@ def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, o
     """Scan one line-aligned region, with the kept bytes before it for look-back and the held-back
     complete lines after it (``ahead``, scanned with the next region) for look-ahead."""
     ahead = _ahead_of(ahead) if ahead else b""
-    data = keep + region + ahead if ahead else keep + region
+    data = b"".join((keep, region, ahead))
     return _process_data(state, data, len(keep), len(keep) + len(region), keep_line, offset, tail, writers,
                          anchors, head_done)
 
@@ -1482,6 +1483,28 @@ def _scan_region(scanner: Scanner, data: bytes, begin: int, end: int) -> dict[in
     return {s + begin: ids for s, ids in lines.items()}
 
 
+def _whole_windows(data: bytes) -> tuple[bytes | memoryview, bytes | memoryview]:
+    """The look-back and tail window ``_process_data`` keeps after a region that is all of ``data``
+    from its first byte (the same bytes as the general case computes), as views of ``data``."""
+    end = len(data)
+    if end > KEEP_BYTES:
+        nl = data.find(b"\n", end - KEEP_BYTES, end)
+        keep: bytes | memoryview = memoryview(data)[nl + 1:] if nl >= 0 else b""
+    else:
+        keep = data
+    if end > TAIL_BYTES:
+        nl = data.find(b"\n", end - TAIL_BYTES, end)
+        tail: bytes | memoryview = memoryview(data)[nl + 1:] if nl >= 0 else b""
+    else:
+        tail = data
+    return keep, tail
+
+
+def _own(b: bytes | memoryview) -> bytes:
+    """``b`` as bytes (a view from ``_whole_windows`` copied out once more input follows)."""
+    return bytes(b) if isinstance(b, memoryview) else b
+
+
 def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_line: int, offset: int,
                   tail: bytes, writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor],
                   head_done: bool) -> tuple[int, bytes, bytes, bool]:
@@ -1489,6 +1512,7 @@ def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_
     it, the bytes kept from earlier regions for look-back; after it, complete held-back lines for
     look-ahead (scanned with the next region). Returns the next line number, the bytes to keep, the
     tail window so far, and whether the head window is done."""
+    tail = _own(tail)
     _refresh_reference(state, data, begin, end_region)
     if offset == 0:
         state.check_writers(data[begin:min(end_region, begin + ONE_WRITER_PROBE)])
@@ -1501,13 +1525,17 @@ def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_
             head_done = True
     line_no, counted_to = _process_candidates(state, buf, lines)
     next_line = line_no + _count_nl(data, counted_to, end_region)  # = keep_line + lines in the region
+    size = end_region - begin
+    if offset == 0 and begin == 0 and end_region == len(data) and not tail:
+        # the whole source so far in one region (a rank's file read at once): the look-back and the
+        # tail window are views of it, made bytes only if more follows (``_own``), not 3 MiB of copies
+        return (next_line, *_whole_windows(data), head_done)
     # the last KEEP_BYTES before the look-ahead, from a line start (sliced once: no copy of data)
     if end_region > KEEP_BYTES:
         nl = data.find(b"\n", end_region - KEEP_BYTES, end_region)
         new_keep = data[nl + 1:end_region] if nl >= 0 else b""
     else:
         new_keep = data if end_region == len(data) else data[:end_region]
-    size = end_region - begin
     if size >= TAIL_BYTES:
         new_tail = data[end_region - TAIL_BYTES:end_region]
     else:

@@ -219,13 +219,41 @@ def _rules_cache_path(roots: Sequence[Path]) -> Path | None:
         return None
     h = hashlib.sha256(f"schema={SCHEMA};".encode())
     model = Path(__file__).with_name("model.py")  # the pickled Rule's shape
-    for f in [Path(__file__), model, *(p for root in roots for p in [root, *rule_files(root)])]:
-        try:
+    try:
+        for f in (Path(__file__), model):
             st = f.stat()
-        except OSError:
-            return None
-        h.update(f"{f.resolve()}|{st.st_size}|{st.st_mtime_ns};".encode())
+            h.update(f"{f}|{st.st_size}|{st.st_mtime_ns};".encode())
+        for root in roots:
+            h.update(f"root={root.resolve()};".encode())
+            for name, size, mtime in _tree_stats(str(root)):
+                h.update(f"{name}|{size}|{mtime};".encode())
+    except OSError:
+        return None
     return Path(d) / f"rules-{h.hexdigest()[:32]}.pickle"
+
+
+def _tree_stats(root: str) -> list[tuple[str, int, int]]:
+    """(path, size, mtime) of every folder and ``*.toml`` file under ``root``, by ``os.scandir``
+    (a tenth of the cost of ``rglob`` + ``stat`` + ``resolve`` per file, paid on every run)."""
+    out: list[tuple[str, int, int]] = []
+    seen: set[tuple[int, int]] = set()
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        st = os.stat(folder)
+        if (st.st_dev, st.st_ino) in seen:  # a link loop
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        out.append((folder, st.st_size, st.st_mtime_ns))
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.is_dir():
+                    todo.append(e.path)
+                elif e.name.endswith(".toml") and e.is_file():
+                    est = e.stat()
+                    out.append((e.path, est.st_size, est.st_mtime_ns))
+    out.sort()
+    return out
 
 
 def load_rules(dirs: Sequence[Path] | None = None, *, include_builtin: bool = True) -> list[Rule]:

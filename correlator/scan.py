@@ -10,6 +10,7 @@ the real regex is ``extract``'s job.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -257,17 +258,20 @@ class HyperscanScanner:
 
         self._hs = hyperscan
         flags = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
-        exprs = [_hs_regex(p.regex) for p in patterns]
         ids = [p.id for p in patterns]
-        key_flags = (flags, PROBE_VERSION if probes is not None else 0)
-        cached = _cache_load(exprs, ids, key_flags)
+        # keyed by the rules' own regexes and this module's source (which turns them into Hyperscan
+        # expressions): a cached database costs no conversion of ~370 patterns
+        sources = [p.regex.encode("utf-8", "surrogatepass") for p in patterns]
+        key_flags = (flags, PROBE_VERSION if probes is not None else 0, _converter_digest())
+        cached = _cache_load(sources, ids, key_flags)
         if cached is not None:
             db, rejected_ids = cached
         else:
+            exprs = [_hs_regex(p.regex) for p in patterns]
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
             if db is not None and probes is not None:
                 db, rejected_ids = _without_missed(hyperscan, exprs, ids, flags, db, rejected_ids, probes())
-            _cache_store(exprs, ids, key_flags, db, rejected_ids)
+            _cache_store(sources, ids, key_flags, db, rejected_ids)
         rejected = [p for p in patterns if p.id in set(rejected_ids)]
         self.rejected = tuple(p.id for p in rejected)
         self._db = db
@@ -326,6 +330,21 @@ def _cache_dir() -> str | None:
         return where
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "correlate")
+
+
+@functools.lru_cache(maxsize=1)
+def _converter_digest() -> str:
+    """A digest of this module's source: a database cached under a rule set's own regexes is only
+    reused by the same conversion to Hyperscan expressions (and the same check of it)."""
+    import hashlib
+
+    try:
+        with open(__file__, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError:  # no source to hash (a frozen build): the package version stands for it
+        from correlator import __version__
+
+        return f"v{__version__}"
 
 
 def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...]) -> str:
