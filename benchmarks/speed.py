@@ -17,10 +17,12 @@ machine shared with others), it times:
 and prints wall time (best of ``--repeat`` runs, warm page cache), throughput, the ratios
 correlate/rg and correlate/grep, and each tool's peak RSS (the process tree's maximum resident set,
 from ``getrusage(RUSAGE_CHILDREN)`` of a wrapper process). The last table is correlate's time per GB
-at 0.25, 0.5, 1 and 2 GB: as measured, and above the start of a pooled run (the time of the same
-command on a 32 MB job of 64 ranks, measured in the same run): the first includes the fixed start
-(interpreter, pool, rules, report: a few tenths of a second) and so falls with the size; the second
-is flat if the cost grows linearly with the input.
+at 0.25, 0.5, 1 and 2 GB (and rg's, for reference): as measured, and above the start of a pooled run
+(the same command on a 32 MB job of 64 ranks, run in the same rounds): the first includes the fixed
+start (interpreter, pool, rules, report: about a third of a second) and so falls with the size; the
+second is flat if the cost grows linearly with the input. It is the median over rounds of each
+round's difference to that round's start (with the interquartile range): the small sizes differ from
+the start by a tenth of a second, which one burst of load elsewhere would move by a fifth.
 
 ``--json FILE`` also writes every measurement as JSON.
 """
@@ -90,6 +92,19 @@ def measure(cmd: list[str], repeat: int) -> tuple[float, float, int]:
         if float(dt) < best[0]:
             best = (float(dt), int(kib) / 1024, int(code))
     return best
+
+
+#: rounds of the 0.25 .. 2 GB series (at least; ``--repeat`` when higher): the small sizes differ from
+#: the start by a tenth of a second, so their per-GB figure needs more than a best of three
+SERIES_ROUNDS = 9
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``xs`` (linear between neighbours)."""
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def warm(path: Path) -> None:
@@ -179,34 +194,51 @@ def main(argv: list[str] | None = None) -> int:
 
     scaling = []
     base: dict = {}
-    if not a.no_scaling:
+    if a.quick and not a.no_scaling:
+        print("\n(--quick: the 0.25 .. 2 GB series is left out; its smaller jobs would not reach the local pool)")
+    elif not a.no_scaling:
         # the start of a pooled run (interpreter, pool, rules, report) measured on a small job of
         # the same shape: 64 ranks, 32 MB in all (the smallest job the local pool takes)
         series = [("job64-32M", 32 << 20), ("job64-256M", GB // 4), ("job64-512M", GB // 2), ("job64-1G", GB),
                   ("job64-2G", 2 * GB)]
         runs: dict[str, list] = {}
+        rg_runs: dict[str, list] = {}
         paths = {name: ensure_job(data, name, 64, total // 64 // scale) for name, total in series}
         for name in paths:
             warm(paths[name])
-        for _ in range(a.repeat):  # interleaved, so that a burst of load elsewhere hits every size alike
+        rounds = max(a.repeat, SERIES_ROUNDS)
+        for _ in range(rounds):  # interleaved, so that a burst of load elsewhere hits every size alike
             for name, path in paths.items():
                 runs.setdefault(name, []).append(measure([c.replace("{dir}", str(path)) for c in cmds["correlate"]], 1))
+                if cmds["rg"]:
+                    rg_runs.setdefault(name, []).append(measure([c.replace("{dir}", str(path)) for c in cmds["rg"]], 1))
+        base_name = series[0][0]
         for name, path in paths.items():
             secs, rss, _ = min(runs[name])
             size = du(path)
             row = {"job": name, "bytes": size, "seconds": round(secs, 3), "s_per_gb": round(secs / (size / 1e9), 3),
-                   "peak_rss_mb": round(rss, 1)}
+                   "peak_rss_mb": round(rss, 1), "runs": [round(r[0], 3) for r in runs[name]]}
+            if name in rg_runs:
+                row["rg_s_per_gb"] = round(min(rg_runs[name])[0] / (size / 1e9), 3)
             if not base:
                 base = row
                 continue
-            row["s_per_gb_above_start"] = round((secs - base["seconds"]) / ((size - base["bytes"]) / 1e9), 3)
+            # above the start: each round's time minus the same round's start, over the bytes they
+            # differ by; the median over rounds (a burst of load elsewhere moves one pair, not the median)
+            per = sorted((t[0] - b[0]) / ((size - base["bytes"]) / 1e9) for t, b in zip(runs[name], runs[base_name]))
+            row["s_per_gb_above_start"] = round(_quantile(per, 0.5), 3)
+            row["above_start_iqr"] = [round(_quantile(per, 0.25), 3), round(_quantile(per, 0.75), 3)]
             scaling.append(row)
         print()
-        print(f"start of a pooled run ({base['job']}, {base['bytes'] / 1e6:.0f} MB): {base['seconds']:.2f} s")
-        print(f"{'job':12} {'GB':>6} | {'correlate s':>11} {'s per GB':>9} {'above start':>12} {'RSS MB':>7}")
+        print(f"start of a pooled run ({base['job']}, {base['bytes'] / 1e6:.0f} MB): {base['seconds']:.2f} s "
+              f"(best of {rounds} rounds; every size is run once per round)")
+        print(f"{'job':12} {'GB':>6} | {'correlate s':>11} {'s per GB':>9} {'above start':>12} {'(IQR)':>13} "
+              f"{'RSS MB':>7} | {'rg s per GB':>11}")
         for s in scaling:
+            lo, hi = s["above_start_iqr"]
             print(f"{s['job']:12} {s['bytes'] / 1e9:>6.2f} | {s['seconds']:>11.2f} {s['s_per_gb']:>9.2f} "
-                  f"{s['s_per_gb_above_start']:>12.2f} {s['peak_rss_mb']:>7.0f}")
+                  f"{s['s_per_gb_above_start']:>12.2f} {f'{lo:.2f}-{hi:.2f}':>13} {s['peak_rss_mb']:>7.0f} | "
+                  f"{s.get('rg_s_per_gb', float('nan')):>11.2f}")
         per_gb = [s["s_per_gb"] for s in scaling]
         spread = (max(per_gb) - min(per_gb)) / min(per_gb) if per_gb else 0.0
         above = [s["s_per_gb_above_start"] for s in scaling]
@@ -218,14 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
         fixed = my - slope * mx
         worst = max(abs(y - (fixed + slope * x)) / y for x, y in zip(xs, ys))
-        marginal = [(b["seconds"] - a["seconds"]) / ((b["bytes"] - a["bytes"]) / 1e9)
-                    for a, b in zip(scaling, scaling[1:])]
         print(f"time per GB from {scaling[0]['job']} to {scaling[-1]['job']}: spread {spread * 100:.0f}% "
               f"(max-min over min); above the start of a run: spread {spread_above * 100:.0f}%")
-        print(f"linear fit: {fixed:.2f} s + {slope:.2f} s/GB (worst residual {worst * 100:.0f}%); "
-              f"marginal s/GB between sizes: {', '.join(f'{m:.2f}' for m in marginal)}")
-        for s, m in zip(scaling[1:], marginal):
-            s["marginal_s_per_gb"] = round(m, 3)
+        print(f"linear fit of the best times: {fixed:.2f} s + {slope:.2f} s/GB (worst residual {worst * 100:.0f}%)")
     print(f"# load average at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if a.json:
         Path(a.json).write_text(json.dumps({"jobs": rows, "scaling": scaling, "start": base, "patterns": n_pat,

@@ -33,6 +33,9 @@ CHUNK_BYTES = 16 << 20
 #: its look-back once. (Where malloc is not tuned -- engines.tune_malloc -- a block of 32 MiB or
 #: more is a fresh mmap whose page faults cost more than that copy; tuned, it comes from the heap.)
 WHOLE_FILE_BYTES = 64 << 20
+#: a region is scanned in line-aligned blocks of about this size (``_blocks``): every pass over a
+#: block finds it in the cache
+BLOCK_BYTES = 2 << 20
 #: bytes of the previous buffer kept for event-scope look-back and inherited times
 KEEP_BYTES = 1 << 20
 #: the head and tail windows (per-writer first/last stamps, last step, step anchors) of a source
@@ -1166,7 +1169,6 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                         data = b"".join((keep, carry, memoryview(chunk)[: cut - lc], _ahead_of(rest)))
                     begin, end_region = len(keep), len(keep) + cut
                     carry = chunk[cut - lc:]
-                    _hygiene(state, data, offset, begin, end_region)
                     next_line, keep, tail, head_done = _process_data(
                         state, data, begin, end_region, keep_line, offset, tail, writers, anchors, head_done)
                     data = b""
@@ -1189,13 +1191,11 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                     in_long = False
                     cut = _hold_back(data, cut)
                 region, carry = data[:cut], data[cut:]
-                _hygiene(state, region, offset)
                 keep_line, keep, tail, head_done = _process_region(
                     state, region, keep, keep_line, offset, tail, writers, anchors, head_done, carry)
                 lines_total += region.count(b"\n")
                 offset += len(region)
             if carry:
-                _hygiene(state, carry, offset)
                 region = carry if carry.endswith(b"\n") else carry + b"\n"
                 keep_line, keep, tail, head_done = _process_region(
                     state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
@@ -1365,16 +1365,37 @@ def _ahead_of(held: bytes | memoryview) -> bytes:
     return ahead[: ahead.rfind(b"\n") + 1]
 
 
-def _hygiene(state: _State, data: bytes, offset: int, begin: int = 0, end: int | None = None) -> None:
+def _blocks(data: bytes, begin: int, end: int, size: int | None = None) -> Iterator[tuple[int, int]]:
+    """Line-aligned ``(start, end)`` pieces of ``data[begin:end]`` (itself line-aligned) of about
+    ``size`` (BLOCK_BYTES) bytes; a piece ends early only where a line is longer than that."""
+    size = size or BLOCK_BYTES
+    a = begin
+    while end - a > size + (size >> 1):
+        nl = data.rfind(b"\n", a, a + size)
+        if nl < 0:
+            nl = data.find(b"\n", a + size, end)
+            if nl < 0:
+                break
+        yield a, nl + 1
+        a = nl + 1
+    if a < end:
+        yield a, end
+
+
+def _hygiene(state: _State, data: bytes, offset: int, begin: int = 0, end: int | None = None,
+             utf8: bool | None = None) -> None:
     """Count what the text cleaning will hide in ``data[begin:end]`` (source offset ``offset``):
-    NUL bytes and invalid UTF-8 (C-speed checks; the range is copied only to decode non-ASCII)."""
+    NUL bytes and invalid UTF-8 (C-speed checks; the range is copied only to decode non-ASCII).
+    ``utf8`` False: ``data`` is known to be ASCII; True: it is not (decode the range); None: look."""
     end = len(data) if end is None else end
     first = data.find(b"\x00", begin, end)
     if first >= 0:
         if state.first_nul is None:
             state.first_nul = offset + first - begin
         state.nul_bytes += data.count(b"\x00", begin, end)
-    if state.bad_utf8_at is None and not data.isascii():
+    if utf8 is None:
+        utf8 = not data.isascii()
+    if state.bad_utf8_at is None and utf8:
         region = data if begin == 0 and end == len(data) else data[begin:end]
         if region.isascii():
             return
@@ -1516,15 +1537,21 @@ def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_
     _refresh_reference(state, data, begin, end_region)
     if offset == 0:
         state.check_writers(data[begin:min(end_region, begin + ONE_WRITER_PROBE)])
-    buf = _Buffer(data, begin, offset - begin, keep_line)
-    lines = _scan_region(state.engine.scanner, data, begin, end_region)
-    if not head_done:
+    if not head_done:  # (the head window does not depend on the scan below)
         state.head += data[begin:min(end_region, begin + HEAD_BYTES - len(state.head))]
         if len(state.head) >= _head_limit(state):
             _flush_head(state, writers, anchors)
             head_done = True
-    line_no, counted_to = _process_candidates(state, buf, lines)
-    next_line = line_no + _count_nl(data, counted_to, end_region)  # = keep_line + lines in the region
+    # the region's passes (NULs and UTF-8, the scan, candidates, line counts) one cache-sized block
+    # at a time: a block is read from memory once, not once per pass (a 32 MiB file in one pass
+    # each costs a fifth more per byte than a 4 MiB one)
+    utf8 = None if state.bad_utf8_at is not None else not data.isascii()
+    next_line = keep_line
+    for a, b in _blocks(data, begin, end_region):
+        _hygiene(state, data, offset + (a - begin), a, b, utf8=utf8)
+        lines = _scan_region(state.engine.scanner, data, a, b)
+        line_no, counted_to = _process_candidates(state, _Buffer(data, a, offset - begin, next_line), lines)
+        next_line = line_no + _count_nl(data, counted_to, b)  # = keep_line + lines up to b
     size = end_region - begin
     if offset == 0 and begin == 0 and end_region == len(data) and not tail:
         # the whole source so far in one region (a rank's file read at once): the look-back and the

@@ -230,10 +230,14 @@ class KeywordScanner:
 
     def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
         data = bytes(buf) if isinstance(buf, memoryview) else buf
+        return self.scan_range(data, 0, end)
+
+    def scan_range(self, data: bytes, begin: int, end: int) -> dict[int, set[int]]:
+        """Candidate lines of ``data[begin:end]`` (``begin`` a line start), as offsets in ``data``."""
         lines: dict[int, set[int]] = {}
         for kw, ids in self._keywords:
             find = data.find
-            pos = find(kw, 0, end)
+            pos = find(kw, begin, end)
             while pos >= 0:
                 start = data.rfind(b"\n", 0, pos) + 1
                 got = lines.get(start)
@@ -281,6 +285,11 @@ class HyperscanScanner:
 
     def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
         data = bytes(buf[:end]) if isinstance(buf, memoryview) or end != len(buf) else buf
+        return self.scan_range(data, 0, len(data))
+
+    def scan_range(self, data: bytes, begin: int, end: int) -> dict[int, set[int]]:
+        """Candidate lines of ``data[begin:end]`` (``begin`` a line start, ``end`` a line end or
+        ``len(data)``), as offsets in ``data``; the range is scanned in place, not copied."""
         ends: list[tuple[int, int]] = []
         if self._db is not None:
             append = ends.append
@@ -288,25 +297,28 @@ class HyperscanScanner:
             def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
                 append((to, pid))
 
-            self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
+            whole = begin == 0 and end == len(data)
+            self._db.scan(data if whole else memoryview(data)[begin:end], match_event_handler=on_match,
+                          scratch=self._scratch)
         lines: dict[int, set[int]] = {}
         rfind, find = data.rfind, data.find
         last_start, last_end, last_set = -1, -1, None
         for to, pid in ends:
+            to += begin
             if last_start <= to - 1 < last_end and last_set is not None:
                 last_set.add(pid)
                 continue
             # the byte that completed the match belongs to the line ending at the next newline
-            at = to - 1 if to > 0 else 0
-            start = rfind(b"\n", 0, at) + 1 if data[at:at + 1] != b"\n" else rfind(b"\n", 0, at) + 1
+            at = to - 1 if to > begin else begin
+            start = rfind(b"\n", begin, at) + 1 or begin
             got = lines.get(start)
             if got is None:
                 got = lines[start] = set()
             got.add(pid)
-            nl = data.find(b"\n", at)
-            last_start, last_end, last_set = start, (nl if nl >= 0 else len(data)), got
+            nl = find(b"\n", at, end)
+            last_start, last_end, last_set = start, (nl if nl >= 0 else end), got
         if self._fallback is not None:
-            for start, pids in self._fallback.scan(data, len(data)).items():
+            for start, pids in self._fallback.scan_range(data, begin, end).items():
                 lines.setdefault(start, set()).update(pids)
         return lines
 

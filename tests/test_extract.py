@@ -190,3 +190,55 @@ def test_regions_scanned_in_place_or_copied_give_the_same_digest(engine, chunk, 
     assert _sig(cut) == _sig(whole)
     assert (cut.lines, cut.streams, cut.anchors, cut.identities) == (whole.lines, whole.streams, whole.anchors,
                                                                      whole.identities)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=64, max_value=20000), st.integers(min_value=0, max_value=2000))
+def test_blocks_of_a_whole_file_give_the_whole_files_digest(engine, tmp_path_factory, block, at):
+    """A file read in one piece is scanned in line-aligned blocks (``_blocks``): any block size gives
+    the digest of one block (matches, line numbers, windows, and where the first NUL and the first
+    invalid UTF-8 byte are)."""
+    import correlator.extract as ex
+    from correlator.model import SourceInfo
+
+    lines = _text().split("\n")
+    at = at % len(lines)
+    lines[at] = lines[at] + "\x00\x00 stray"
+    lines[-at // 2] = lines[-at // 2] + " caf\udce9"
+    data = "\n".join(lines).encode("utf-8", "surrogateescape") + b"x" * 3000 + b"\n"
+    path = tmp_path_factory.mktemp("blocks") / "rank-5.log"
+    path.write_bytes(data)
+    src = SourceInfo(path=str(path), kind="file", size=len(data))
+    from correlator.timestamps import resolve_tz
+
+    opts = ex.ExtractOptions(tz=resolve_tz("UTC"))
+    whole = ex.extract(src, engine, opts)
+    saved = ex.BLOCK_BYTES
+    ex.BLOCK_BYTES = block
+    try:
+        pieces = list(ex._blocks(data, 0, len(data)))
+        assert pieces[0][0] == 0 and pieces[-1][1] == len(data)
+        assert all(b == c and data[b - 1:b] == b"\n" for (_, b), (c, _) in zip(pieces, pieces[1:]))
+        if block < len(data) // 2:
+            assert len(pieces) > 1
+        cut = ex.extract(src, engine, opts)
+    finally:
+        ex.BLOCK_BYTES = saved
+    assert _sig(cut) == _sig(whole)
+    assert (cut.lines, cut.streams, cut.anchors, cut.identities, cut.diagnostics) == (
+        whole.lines, whole.streams, whole.anchors, whole.identities, whole.diagnostics)
+    said = " ".join(d.message for d in whole.diagnostics)
+    assert f"first at byte {data.index(bytes(1))}" in said
+    assert f"invalid UTF-8 (first at byte {data.index(bytes([0xE9]))})" in said
+
+
+def test_scanners_scan_a_range_in_place_as_they_scan_it_copied(engine):
+    """``scan_range(data, begin, end)`` finds the candidate lines ``scan`` finds in ``data[begin:end]``,
+    offset by ``begin``."""
+    data = _text().encode()
+    starts = [0] + [i + 1 for i, c in enumerate(data) if c == 10][:-1]
+    sc = engine.scanner
+    for begin in starts[::7]:
+        for end in (len(data), *(s for s in starts[::11] if s > begin)):
+            copied = {s + begin: ids for s, ids in sc.scan(data[begin:end], end - begin).items()}
+            assert sc.scan_range(data, begin, end) == copied
