@@ -95,8 +95,9 @@ def measure(cmd: list[str], repeat: int) -> tuple[float, float, int]:
 
 
 #: rounds of the 0.25 .. 2 GB series (at least; ``--repeat`` when higher): the small sizes differ from
-#: the start by a tenth of a second, so their per-GB figure needs more than a best of three
-SERIES_ROUNDS = 9
+#: the start by a tenth of a second, and one run on a shared machine varies by a few hundredths, so
+#: their per-GB figure is the median of many rounds (about 80 s in all)
+SERIES_ROUNDS = 21
 
 
 def _quantile(xs: list[float], q: float) -> float:
@@ -207,10 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in paths:
             warm(paths[name])
         rounds = max(a.repeat, SERIES_ROUNDS)
-        for _ in range(rounds):  # interleaved, so that a burst of load elsewhere hits every size alike
+        for i in range(rounds):  # interleaved, so that a burst of load elsewhere hits every size alike
             for name, path in paths.items():
                 runs.setdefault(name, []).append(measure([c.replace("{dir}", str(path)) for c in cmds["correlate"]], 1))
-                if cmds["rg"]:
+                if cmds["rg"] and i < a.repeat:  # for reference: its best of --repeat
                     rg_runs.setdefault(name, []).append(measure([c.replace("{dir}", str(path)) for c in cmds["rg"]], 1))
         base_name = series[0][0]
         for name, path in paths.items():
