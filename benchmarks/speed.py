@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_4096:
         jobs.append(("job4096-1M", 4096 // scale, 1 << 20))
     for name, ranks, per in jobs:
-        rows.append(bench_job(ensure_job(data, name, ranks, per), cmds, a.repeat))
+        # (--quick jobs in folders of their own: the full-size ones stay generated)
+        rows.append(bench_job(ensure_job(data, name + ("-quick" if a.quick else ""), ranks, per), cmds, a.repeat))
 
     print()
     print(f"{'job':12} {'files':>6} {'MB':>7} | {'correlate s':>11} {'MB/s':>6} {'RSS MB':>6} | "
