@@ -321,7 +321,7 @@ def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], 
 
 def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: dict[str, Rule],
               clocks: dict[str, ClockEstimate], known_ranks: set[int], *, skew_note: str = "",
-              single_node: bool = False) -> Outcome:
+              single_node: bool = False, inferred: dict[int, str] | None = None) -> Outcome:
     evs = make_events(matches, rules, clocks)
     signalled = _signalled(evs)
     cands = [e for e in evs if _is_candidate(e, signalled)]
@@ -440,6 +440,8 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         if r.rank is None:
             confidence -= 0.15
             why.append("the failing process's rank could not be identified")
+        elif inferred and r.rank in inferred:
+            why.append(f"no line states its global rank: {inferred[r.rank]}")
         if skew_note:
             why.append(skew_note)
     else:

@@ -34,6 +34,8 @@ class IdentityMap:
     #: notes on what had to be assumed
     notes: list[str] = field(default_factory=list)
     inferred: bool = False
+    #: global ranks that no line states, with how they were inferred
+    inferred_how: dict[int, str] = field(default_factory=dict)
 
 
 def _group_key(path: str) -> str:
@@ -102,7 +104,9 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
     tasks = any(m.who.task is not None for d in digests for m in d.matches) or any(
         s.who.task is not None for d in digests for s in d.streams)
     nodes = any(d.source.file_node for d in digests)
-    imap.single_node = len(hosts) <= 1 and not tasks and not nodes
+    # (a world size no single node holds -- more than 16 processes -- says there were other nodes
+    # even when their logs are not here)
+    imap.single_node = len(hosts) <= 1 and not tasks and not nodes and not (imap.world_size or 0) > 16
     # srun task -> host from ranks whose host is known
     for (g, task, _local), rank in list(imap.by_task_local.items()):
         host = imap.host_of_rank.get(rank)
@@ -111,16 +115,17 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
     return imap
 
 
-def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> tuple[Who, bool]:
-    """The fullest identity for ``who``; the flag says a rank had to be inferred arithmetically."""
+def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> tuple[Who, str | None]:
+    """The fullest identity for ``who``, and how its rank was inferred when no line states it
+    (None when it was stated or not found)."""
     g = _group_key(path)
     rank, local, host, task = who.rank, who.local_rank, short_host(who.host), who.task
-    inferred = False
+    inferred: str | None = None
     if rank is None and task is not None and local is not None:
         rank = imap.by_task_local.get((g, task, local))
         if rank is None and imap.procs_per_node:
             rank = task * imap.procs_per_node + local
-            inferred = True
+            inferred = f"srun task {task} x {imap.procs_per_node} processes per node + local rank {local}"
     if rank is None and task is not None and local is None and path not in imap.task_is_node:
         rank = task  # plain srun: one task per rank
     if rank is None and who.pid is not None:
@@ -137,7 +142,9 @@ def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> 
     if rank is None and node is not None and local is not None:
         rank = imap.by_node_local.get((node, local))
     if rank is None and local is not None and imap.single_node and node is None:
-        rank, inferred = local, True  # one node, one launcher: global rank = local rank
+        # one node, one launcher: global rank = local rank
+        rank, inferred = local, (f"taken as its local rank {local}: the logs show one node (no host, srun "
+                                 f"task, node folder or world size names another)")
     if rank is not None:
         if host is None:
             host = imap.host_of_rank.get(rank)
@@ -173,11 +180,14 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
             lr = w.local_rank if w.local_rank is not None else d.source.file_local_rank
             if d.source.file_node in node_index and imap.procs_per_node:
                 w = replace(w, rank=node_index[d.source.file_node] * imap.procs_per_node + lr)
-                inferred = True
+                inferred = (f"node folder {d.source.file_node} (number {node_index[d.source.file_node]} in name "
+                            f"order) x {imap.procs_per_node} + local rank {lr}")
             elif not nodes:
                 w = replace(w, rank=lr)
-                inferred = True
-        inferred_any |= inferred
+                inferred = f"taken as the local rank {lr} of its torchelastic folder: the logs show one node"
+        if inferred and w.rank is not None:
+            inferred_any = True
+            imap.inferred_how.setdefault(w.rank, inferred)
         return w
 
     for d in digests:

@@ -166,12 +166,13 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         for a in reversed(attempts):
             ms = [m for m in matches if m.attempt in (a, None)]
             ss = [s for s in streams if s.attempt in (a, None)]
-            o = attribution.attribute(ms, ss, rules, est, known, skew_note=skew_note, single_node=imap.single_node)
+            o = attribution.attribute(ms, ss, rules, est, known, skew_note=skew_note, single_node=imap.single_node,
+                                      inferred=imap.inferred_how)
             per_attempt.append((a, o))
         out = per_attempt[0][1]
     else:
         out = attribution.attribute(matches, streams, rules, est, known, skew_note=skew_note,
-                                    single_node=imap.single_node)
+                                    single_node=imap.single_node, inferred=imap.inferred_how)
     attribution.table_root(out, [f for d in digests for f in d.identities], rules)
     if out.root is None:  # what kept the verdict from naming a rank, said where every format shows it
         all_diags.extend(Diagnostic("info", None, f"{UNDETERMINED_NOTE}{w}") for w in getattr(out, "why", ()))
