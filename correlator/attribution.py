@@ -191,6 +191,24 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
             if s < major:
                 score[r] += 2
                 reasons[r].append(f"timed out on an earlier collective (SeqNum {s}) than the majority ({major})")
+        # the same collective (SeqNum, process group) of another kind: the ranks that called another
+        # operation there took another code path (a rank-dependent branch; reduce for all_reduce)
+        ops: dict[tuple[str | None, str], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+        for ev in evs:
+            op, sq = ev.m.capture("op"), ev.m.capture("seq")
+            if ev.rank is not None and op and sq and ev.rule.role is Role.COLLATERAL:
+                ops[(ev.m.capture("pg"), sq)][op].add(ev.rank)
+        for (_pg, sq), by_op in ops.items():
+            if len(by_op) < 2:
+                continue
+            n = sum(len(rs) for rs in by_op.values())
+            common = max(by_op, key=lambda o: len(by_op[o]))
+            for op, rs in by_op.items():
+                if op != common and len(rs) < len(by_op[common]) and len(rs) <= max(1, n // 4):
+                    for r in sorted(rs):
+                        score[r] += 3
+                        reasons[r].append(f"its collective SeqNum {sq} is a {op} where {len(by_op[common])} other "
+                                          f"rank(s) run a {common}: it took another code path")
         # NCCL work counters: a rank that never enqueued the stuck collective never entered it
         # (counters of another process group say nothing about it: "from this local rank" dump lines
         # relay the default group's counters while the stuck collective is in group 1)
@@ -471,7 +489,9 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                 kinds = " ".join(decided)
                 decided_by = ("desync-report" if "desync report" in kinds else
                               "missing-from-collective" if "absent from" in kinds else
+                              "other-operation" if "took another code path" in kinds else
                               "nccl-work-counters" if "never enqueued" in kinds else
+                              "earlier-collective" if "earlier collective" in kinds else
                               "progress-stopped" if "progress stopped" in kinds else
                               "output-stopped" if "output stopped" in kinds else "dump-pointer")
                 rule_id = majority_rule or collateral[0].rule.id

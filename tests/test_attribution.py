@@ -277,3 +277,26 @@ def test_the_traceback_after_mp_spawns_report_is_that_process(engine):
              "PIL.UnidentifiedImageError: cannot identify image file '/data/x.jpg'"]
     rc = run(engine, {"train.log": join(lines)}).root_cause
     assert rc.rank == 2 and rc.local_rank == 2 and "UnidentifiedImageError" in rc.evidence[0].text
+
+
+def _watchdog(rank: int, seq: int, op: str, pg: str = "") -> str:
+    where = f"[PG {pg} Rank {rank}] Process group watchdog thread terminated with exception: " if pg else ""
+    return (f"[rank{rank}]:[E{glog(T0 + timedelta(seconds=1800 + rank))} ProcessGroupNCCL.cpp:632] {where}[Rank {rank}] "
+            f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, "
+            f"NumelOut=1, Timeout(ms)=1800000) ran for 1800{rank:03d} milliseconds before timing out.")
+
+
+def test_the_rank_in_another_operation_at_the_stuck_seqnum_is_the_culprit(engine):
+    """Ranks that time out on the same SeqNum of one group but in another operation (a REDUCE where
+    the others run an ALLGATHER) took another code path: they are the hang's culprit."""
+    lines = [_watchdog(r, 3742816, "REDUCE" if r == 2 else "_ALLGATHER_BASE") for r in range(8)]
+    rep = run(engine, {"train.log": join(lines)})
+    rc = rep.root_cause
+    assert rep.verdict is Verdict.ROOT_CAUSE and rc.rank == 2 and rc.decided_by == "other-operation"
+    assert any("REDUCE where 7 other rank(s) run a _ALLGATHER_BASE" in w for w in rc.why)
+    # the same operation everywhere: nobody stands out
+    same = run(engine, {"train.log": join(_watchdog(r, 3742816, "_ALLGATHER_BASE") for r in range(8))})
+    assert same.verdict is not Verdict.ROOT_CAUSE
+    # half and half: no minority to name
+    split = run(engine, {"train.log": join(_watchdog(r, 3742816, "REDUCE" if r < 4 else "ALLREDUCE") for r in range(8))})
+    assert split.verdict is not Verdict.ROOT_CAUSE

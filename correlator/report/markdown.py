@@ -42,6 +42,8 @@ _DECIDED_BY = {
     "desync-report": "PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG)",
     "missing-from-collective": "the rank missing from the collective everyone else waited in",
     "nccl-work-counters": "NCCL work counters (it never enqueued the collective)",
+    "other-operation": "another operation than its peers' in the same collective",
+    "earlier-collective": "it timed out on an earlier collective than the others",
     "progress-stopped": "its progress markers stopped first",
     "output-stopped": "its output stopped first",
     "failure-table": "the launcher's failure table",

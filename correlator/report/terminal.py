@@ -20,8 +20,14 @@ _HANG = {
     "progress-stopped": "its training progress stopped before the others'",
     "output-stopped": "its output stopped long before the others'",
     "dump-pointer": "the flight recorder's dump-signal pointer",
+    "other-operation": "another operation than its peers' in the same collective (SeqNum)",
+    "earlier-collective": "it timed out on an earlier collective (SeqNum) than the others",
     "desync-report": "PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG)",
 }
+
+
+#: hang verdicts whose culprit reported the timeout itself, in another collective than its peers
+_ODD_COLLECTIVE = {"other-operation", "earlier-collective"}
 
 
 def _c(text: str, code: str, color: bool) -> str:
@@ -67,7 +73,9 @@ def render(report: Report, color: bool = False) -> str:
             who += f" ({', '.join(bits)})"
         head = f"{who} at {_time(rc.time)}   confidence {rc.confidence:.2f}"
         if rc.decided_by in _HANG:
-            body = [head, f"hang culprit: it logged no error; the other ranks report {rc.rule}",
+            what = ("it timed out too, but not in the collective its peers were in" if rc.decided_by in _ODD_COLLECTIVE
+                    else "it logged no error")
+            body = [head, f"hang culprit: {what}; the other ranks report {rc.rule}",
                     f"decided by: {_HANG[rc.decided_by]}"]
         else:
             body = [head, f"{rc.rule} — {rc.title}"]
