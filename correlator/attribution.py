@@ -44,13 +44,16 @@ class Ev:
     label: Label = Label.CONTEXT
     #: the residual clock skew bound of its host (already part of ``unc``)
     skew: int = 0
+    #: where in its source the event began, when that is before its line (``m.offset``): an event
+    #: named by a later, more specific line of the same crash is ordered by its first line
+    pos: int | None = None
 
     @property
     def rank(self) -> int | None:
         return self.m.who.rank
 
     def sort_key(self) -> tuple:
-        return (self.t is None, self.t or 0, self.m.path, self.m.offset)
+        return (self.t is None, self.t or 0, self.m.path, self.m.offset if self.pos is None else self.pos)
 
 
 @dataclass
@@ -191,24 +194,32 @@ def _hang_suspects(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set
             if s < major:
                 score[r] += 2
                 reasons[r].append(f"timed out on an earlier collective (SeqNum {s}) than the majority ({major})")
-        # the same collective (SeqNum, process group) of another kind: the ranks that called another
-        # operation there took another code path (a rank-dependent branch; reduce for all_reduce)
-        ops: dict[tuple[str | None, str], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+        # the same collective (SeqNum, process group) of another kind or size: the ranks that called
+        # another operation there, or the same one on another number of elements, took another code
+        # path (a rank-dependent branch; reduce for all_reduce; a buffer that grew on one rank)
+        ops: dict[tuple[str | None, str], dict[tuple[str, str | None], set[int]]] = defaultdict(lambda: defaultdict(set))
         for ev in evs:
             op, sq = ev.m.capture("op"), ev.m.capture("seq")
             if ev.rank is not None and op and sq and ev.rule.role is Role.COLLATERAL:
-                ops[(ev.m.capture("pg"), sq)][op].add(ev.rank)
-        for (_pg, sq), by_op in ops.items():
-            if len(by_op) < 2:
+                ops[(ev.m.capture("pg"), sq)][(op, ev.m.capture("numel_in"))].add(ev.rank)
+        for (_pg, sq), by_kind in ops.items():
+            if len({op for op, _ in by_kind}) < 2 and len({n for _, n in by_kind if n is not None}) < 2:
                 continue
-            n = sum(len(rs) for rs in by_op.values())
-            common = max(by_op, key=lambda o: len(by_op[o]))
-            for op, rs in by_op.items():
-                if op != common and len(rs) < len(by_op[common]) and len(rs) <= max(1, n // 4):
-                    for r in sorted(rs):
-                        score[r] += 3
-                        reasons[r].append(f"its collective SeqNum {sq} is a {op} where {len(by_op[common])} other "
-                                          f"rank(s) run a {common}: it took another code path")
+            n = sum(len(rs) for rs in by_kind.values())
+            common = max(by_kind, key=lambda k: len(by_kind[k]))
+            for kind, rs in by_kind.items():
+                if kind == common or len(rs) >= len(by_kind[common]) or len(rs) > max(1, n // 4):
+                    continue
+                if kind[0] != common[0]:
+                    what = f"a {kind[0]} where {len(by_kind[common])} other rank(s) run a {common[0]}"
+                elif kind[1] is not None and common[1] is not None:
+                    what = (f"a {kind[0]} of {kind[1]} elements where {len(by_kind[common])} other rank(s) "
+                            f"have {common[1]}")
+                else:
+                    continue
+                for r in sorted(rs):
+                    score[r] += 3
+                    reasons[r].append(f"its collective SeqNum {sq} is {what}: it took another code path")
         # NCCL work counters: a rank that never enqueued the stuck collective never entered it
         # (counters of another process group say nothing about it: "from this local rank" dump lines
         # relay the default group's counters while the stuck collective is in group 1)
@@ -309,6 +320,8 @@ def _first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
         if best is not first and first.t is not None and (best.t is None or best.t > first.t):
             best = Ev(best.m, best.rule, first.t, first.lo, best.hi, max(best.unc or 0, first.unc or 0),
                       best.domain)
+        elif best is not first and best.t is None and first.t is None and best.m.path == first.m.path:
+            best = Ev(best.m, best.rule, None, None, None, best.unc, best.domain, pos=first.m.offset)
         out[k] = best
     return out
 
@@ -423,7 +436,9 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                        f"failed on its own names {_who_text(r)}: taken as the one that printed them")
         if "signal-exit" in r.rule.tags:
             decided_by = "signal-exit"
-            why.append(f"{_who_text(r)} died by a signal (exit code {r.m.capture('exitcode')}) that its launcher did not send")
+            code = r.m.capture("exitcode")
+            how = f"exit code {code}" if code else f"signal {r.m.capture('signal') or 9}, {r.m.capture('signame') or 'Killed'}"
+            why.append(f"{_who_text(r)} died by a signal ({how}) that its launcher did not send")
         else:
             why.append(f"{_who_text(r)} has the earliest {'primary ' if r.rule.priority >= GENERIC_PRIORITY else ''}failure: {r.rule.title}")
         n_other = len(rest)
@@ -447,7 +462,9 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             why.append("no timestamps for it: ordered by position in its stream")
         if "mismatch" in r.rule.tags:
             # a cross-rank check reports on a pair; the reporter is not necessarily the rank that diverged
-            other = r.m.capture("second_rank") or r.m.capture("peer")
+            pair = [x for x in (r.m.capture("first_rank"), r.m.capture("second_rank")) if x]
+            # the pair's other rank (the line names the reporter too, in either place)
+            other = next((x for x in pair if not (x.isdecimal() and int(x) == r.rank)), None) or r.m.capture("peer")
             confidence = min(confidence, 0.5)
             why.append(f"a mismatch is found by comparing ranks: {_who_text(r)} reported it"
                        + (f" against {'rank ' + other if other.isdecimal() else other}" if other else "")

@@ -520,7 +520,9 @@ def _table_fact(state: _State, buf: _Buffer, start: int, prefix: Prefix, msg: st
 
 
 #: a launcher prefix in the middle of a line: a progress bar without a newline, then a rank's line
-_EMBEDDED_PREFIX = re.compile(r"(?:\[(?:rank\d{1,6}|[A-Za-z_]{1,20}\d{1,5})\]:)+")
+_EMBEDDED_PREFIX = re.compile(r"(?:\[(?:rank\d{1,6}|[A-Za-z_]{1,20}\d{1,5})\]:|\[\d{1,6},\d{1,6}\]<std(?:out|err)>:)+")
+#: mpirun's tag inside a line: another process's output cut into this one (no newline between them)
+_MPI_EMBEDDED = re.compile(r"\[\d{1,6},\d{1,6}\]<std(?:out|err)>:")
 _TABLE_SEP = re.compile(r"^\s*(?:\[\d+\]:\s*$|={20,}|-{20,}|Root Cause|Failures:|Other Failures:)")
 
 
@@ -668,8 +670,9 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
             if rule.priority != top:
                 continue
             if _EMBEDDED_PREFIX.match(frame):
+                mpi = _MPI_EMBEDDED.match(frame) is not None
                 inner_prefix, frame = split_prefix(frame)
-                if prefix.rank is None and prefix.local_rank is None:
+                if (prefix.rank is None and prefix.local_rank is None) or (mpi and inner_prefix.rank is not None):
                     prefix = Prefix(prefix.task if inner_prefix.task is None else inner_prefix.task,
                                     inner_prefix.local_rank, inner_prefix.rank, prefix.length)
             who = _who(state.src, prefix, caps, frame)

@@ -66,10 +66,22 @@ _TRIGGER = re.compile(
     r"|authoriz|api-key|api_key|apikey|secret|session|login|passw|pwd|access.key|auth_key|credential")
 
 
+#: the same literals, lower-cased, as plain substrings (a superset: ``access`` for ``access.key``):
+#: ``in`` over a lower-cased copy is ten times faster than the case-insensitive regex above, which
+#: then only sees the strings that hold one
+_TRIGGER_WORDS = ("-----begin", "://", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "wandb", "sk-",
+                  "akia", "asia", "agpa", "aida", "aroa", "anpa", "xox", "bearer", "token", "authoriz", "api-key",
+                  "api_key", "apikey", "secret", "session", "login", "passw", "pwd", "access", "auth_key",
+                  "credential")
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def redact(text: str) -> str:
     """``text`` with every credential-shaped piece replaced by ``***``."""
-    if not text or _TRIGGER.search(text) is None:
+    if not text:
+        return text
+    low = text.lower()
+    if not any(w in low for w in _TRIGGER_WORDS) or _TRIGGER.search(text) is None:
         return text
     for _name, pattern, repl in _RULES:
         text = pattern.sub(repl, text)
@@ -106,21 +118,49 @@ class _Lines:
 _LINE_FIELDS = frozenset({"text", "context"})
 
 
+#: scalars no secret hides in (checked by type first: a 4096-rank report has ~200,000 values)
+_PLAIN = (int, float, bool, type(None))
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _walk(value: Any, lines: _Lines | None = None) -> Any:
-    if isinstance(value, Enum):
-        return value
-    if isinstance(value, str):
+    """``value`` with every string masked; containers and dataclasses in which nothing changed are
+    returned as they are (no copy)."""
+    cls = type(value)
+    if cls is str:
         return lines.line(value) if lines is not None else redact(value)
-    if isinstance(value, (tuple, list)):
+    if cls in _PLAIN or isinstance(value, Enum):
+        return value
+    if cls is tuple or cls is list:
         seq = _Lines()  # one state along the sequence: evidence lines, timeline events, context lines
         out = [_walk(v, seq) for v in value]
-        return tuple(out) if isinstance(value, tuple) else out
+        if all(a is b for a, b in zip(out, value)):
+            return value
+        return tuple(out) if cls is tuple else out
+    if cls is dict:
+        new = {k: _walk(v) for k, v in value.items()}
+        return value if all(new[k] is v for k, v in value.items()) else new
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for name in _field_names(cls):
+            v = getattr(value, name)
+            w = _walk(v, lines if name in _LINE_FIELDS else None)
+            if w is not v:
+                changes[name] = w
+        return dataclasses.replace(value, **changes) if changes else value
+    if isinstance(value, (tuple, list)):  # a subclass (a named tuple): rebuilt as before
+        seq = _Lines()
+        out = [_walk(v, seq) for v in value]
+        return type(value)(out) if isinstance(value, list) else tuple(out)
     if isinstance(value, dict):
         return {k: _walk(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: _walk(getattr(value, f.name), lines if f.name in _LINE_FIELDS else None)
-                   for f in dataclasses.fields(value)}
-        return dataclasses.replace(value, **changes)
     return value
 
 

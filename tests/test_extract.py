@@ -242,3 +242,17 @@ def test_scanners_scan_a_range_in_place_as_they_scan_it_copied(engine):
         for end in (len(data), *(s for s in starts[::11] if s > begin)):
             copied = {s + begin: ids for s, ids in sc.scan(data[begin:end], end - begin).items()}
             assert sc.scan_range(data, begin, end) == copied
+
+
+def test_an_mpirun_tag_inside_a_line_hands_the_rest_to_that_rank(engine):
+    """Open MPI writes each process's stream as it comes: a rank's unfinished line can be followed,
+    without a newline, by another rank's tagged output; the text after the inner tag is that rank's."""
+    text = ("[1,2]<stderr>:[hpc-03:18405] *** Process received signal ***\n"
+            "[1,2]<stderr>:[hpc-03:18405] [ 0] [1,0]<stderr>:  what():  cudaEventQuery failed: an illegal memory "
+            "access was encountered\n"
+            "[1,2]<stderr>:  what():  CUDA error: an illegal memory access was encountered\n")
+    d = digest_of(engine, text)
+    ima = sorted((m.line, m.who.rank) for m in d.matches if m.rule_id == "cuda.illegal-memory-access")
+    assert ima == [(2, 0), (3, 2)]
+    assert [m.text for m in d.matches if m.line == 2 and m.rule_id == "cuda.illegal-memory-access"] == [
+        "what():  cudaEventQuery failed: an illegal memory access was encountered"]

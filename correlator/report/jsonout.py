@@ -15,11 +15,23 @@ from correlator.model import Report
 SCHEMA = "correlate.report/1"
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _plain(value: Any) -> Any:
+    cls = type(value)
+    if cls in _SCALARS:
+        return value
     if isinstance(value, Enum):
         return value.value
+    if cls is list or cls is tuple:
+        return [_plain(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        names = _FIELDS.get(cls)
+        if names is None:
+            names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(value))
+        return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
