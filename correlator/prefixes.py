@@ -30,8 +30,9 @@ _PREFIX = re.compile(
     r"(?:\[rank(?P<rank>\d{1,6})\]:)?"
 )
 _MPI = re.compile(r"\[(?P<job>\d+),(?P<rank>\d{1,6})\]<std(?:out|err)>:")
-#: a plain line naming its rank inside the message (no prefix): ``[Rank 5] ...``, ``[RANK 5]``
-_RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]")
+#: a plain line naming its rank inside the message (no prefix): ``[Rank 5] ...``, ``[RANK 5]``, or
+#: a logger's bracket that ends with it (OLMo: ``CRITICAL [olmo.util:158, rank=6] ...``)
+_RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]|\[[^\[\]\n]{0,80}?,\s*rank=(\d{1,6})\]")
 # WARN lines name NCCL's source location between the device and "NCCL": ``[0] ib_plugin.c:1105 NCCL WARN``
 _NCCL_HOST = re.compile(
     r"(?:^|\s)(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:[\w/.-]+:\d+ )?NCCL ")
@@ -113,7 +114,7 @@ def clean(raw: str) -> str:
 
 def rank_in_text(message: str) -> int | None:
     m = _RANK_IN_TEXT.search(message, 0, 300)
-    return int(m.group(1)) if m else None
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def nccl_origin(message: str) -> tuple[str, int, int] | None:
