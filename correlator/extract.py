@@ -242,7 +242,8 @@ class _State:
 
 def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who:
     rank = prefix.rank
-    if rank is None and src.file_rank is not None and prefix.task is None:
+    if rank is None and src.file_rank is not None and prefix.task is None and prefix.local_rank is None:
+        # (a [defaultN]: tag says the file multiplexes a node's workers: not one rank's file)
         rank = src.file_rank
     if rank is None and prefix.task is None and prefix.local_rank is None:
         cap = caps.get("rank")
@@ -565,7 +566,8 @@ def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, ms
                       task=prefix.task, host=origin[0] if origin else None, pid=origin[1] if origin else None)
             if prefix.rank is not None and prefix.rank != who.rank:
                 return  # a sub-communicator's rank, not the global one
-            state.identities.append(IdentityFact(who, prefix.task, state.src.path, "nccl-init"))
+            # (the communicator's size rides along: a sub-communicator's rank is not the global one)
+            state.identities.append(IdentityFact(who, prefix.task, state.src.path, f"nccl-init:{m.group(2)}"))
     elif name == "ray-pg":
         m = _RAY_PG.search(msg)
         if m and prefix.pid is not None:  # the worker's pid is in Ray's "(pid=N)" tag

@@ -34,6 +34,14 @@ class IdentityMap:
     #: notes on what had to be assumed
     notes: list[str] = field(default_factory=list)
     inferred: bool = False
+    #: (host, local rank) -> rank and (source path, local rank) -> rank, from statements that name
+    #: both (NCCL init "rank R ... localRank L" of a [defaultL]: writer, a failure table's
+    #: "rank : R (local_rank: L)"); None where two statements disagree (a combined file of nodes)
+    by_host_local: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    by_path_local: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    #: a file of one unprefixed writer (one process's own log) whose NCCL init lines for the whole
+    #: job's communicator name one rank: that process's rank
+    rank_of_path: dict[str, int] = field(default_factory=dict)
     #: global ranks that no line states, with how they were inferred
     inferred_how: dict[int, str] = field(default_factory=dict)
 
@@ -43,10 +51,25 @@ def _group_key(path: str) -> str:
     return ""
 
 
+def _comm_size(fact: IdentityFact) -> int | None:
+    """The size of the NCCL communicator an init line was about (None for other statements)."""
+    if fact.source.startswith("nccl-init:"):
+        n = fact.source.split(":", 1)[1]
+        return int(n) if n.isdecimal() else None
+    return None
+
+
 def build(digests: Sequence[Digest]) -> IdentityMap:
     imap = IdentityMap()
     local_max = -1
+    world = max((n for d in digests for f in d.identities for n in [_comm_size(f)] if n), default=None)
     for d in digests:
+        if all(s.who.local_rank is None and s.who.rank in (None, d.source.file_rank) and s.who.task is None
+               for s in d.streams):
+            said = {f.who.rank for f in d.identities
+                    if f.who.rank is not None and f.origin_task is None and world and _comm_size(f) == world}
+            if len(said) == 1:
+                imap.rank_of_path[d.source.path] = said.pop()
         has_local = any(s.who.local_rank is not None and s.who.task is not None for s in d.streams) or any(
             m.who.local_rank is not None and m.who.task is not None and m.who.rank is not None for m in d.matches)
         # srun under torchrun: srun's task is a node's agent, not a rank. Said by --tee prefixes, or by
@@ -76,9 +99,15 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
                     imap.host_of_task.setdefault((_group_key(d.source.path), task), short_host(w.host))
             if w.local_rank is not None:
                 imap.local_of_rank.setdefault(w.rank, w.local_rank)
+                if task is None and (_comm_size(f) or world) == world:  # not a sub-communicator's rank
+                    if w.host:
+                        _once(imap.by_host_local, (short_host(w.host) or "", w.local_rank), w.rank)
+                    _once(imap.by_path_local, (d.source.path, w.local_rank), w.rank)
             if d.source.file_node and w.local_rank is not None:
                 imap.by_node_local.setdefault((d.source.file_node, w.local_rank), w.rank)
         for s in d.streams:
+            if s.who.rank is not None and s.who.local_rank is not None and s.who.task is None:
+                _once(imap.by_path_local, (d.source.path, s.who.local_rank), s.who.rank)  # "[default1]:[rank3]:"
             if s.who.rank is not None and s.who.host:
                 imap.host_of_rank.setdefault(s.who.rank, short_host(s.who.host))
             if d.source.file_node and s.who.host:
@@ -115,6 +144,14 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
     return imap
 
 
+def _once(table: dict, key: tuple, rank: int) -> None:
+    """``table[key] = rank``, or None once two statements disagree."""
+    if key not in table:
+        table[key] = rank
+    elif table[key] != rank:
+        table[key] = None
+
+
 def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> tuple[Who, str | None]:
     """The fullest identity for ``who``, and how its rank was inferred when no line states it
     (None when it was stated or not found)."""
@@ -141,6 +178,12 @@ def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> 
                 rank = hits.pop()
     if rank is None and node is not None and local is not None:
         rank = imap.by_node_local.get((node, local))
+    if rank is None and local is not None and task is None:
+        # the same writer's own statement elsewhere: NCCL's init line, its node's failure table
+        if host:
+            rank = imap.by_host_local.get((host, local))
+        if rank is None:
+            rank = imap.by_path_local.get((path, local))
     if rank is None and local is not None and imap.single_node and node is None:
         # one node, one launcher: global rank = local rank
         rank, inferred = local, (f"taken as its local rank {local}: the logs show one node (no host, srun "
@@ -176,6 +219,11 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
             if len(hosts) == 1:  # a one-writer file (a rank's own log) whose NCCL lines name its host
                 who = replace(who, host=hosts.pop())
         w, inferred = resolve(who, d.source.path, imap, d.source.file_node)
+        said = imap.rank_of_path.get(d.source.path)
+        if said is not None and who.local_rank is None and who.task is None and (
+                w.rank is None or (w.rank == d.source.file_rank and w.rank != said)):
+            # the process's own NCCL init line over nothing, or over a number in its file's name
+            w, inferred = resolve(replace(who, rank=said), d.source.path, imap, d.source.file_node)
         if w.rank is None and d.source.file_local_rank is not None and w.task is None:
             lr = w.local_rank if w.local_rank is not None else d.source.file_local_rank
             if d.source.file_node in node_index and imap.procs_per_node:

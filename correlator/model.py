@@ -244,7 +244,7 @@ class IdentityFact:
     #: srun task / node that printed the statement (an agent's table names its own node's ranks)
     origin_task: int | None = None
     origin_path: str = ""
-    source: str = ""  # "nccl-init", "failure-table", "rendezvous", ...
+    source: str = ""  # "nccl-init:<nranks>", "failure-table", "rendezvous", ...
     #: for failure-table records: time, exit code, and whether it was the table's "Root Cause"
     time_ns: int | None = None
     exitcode: int | None = None

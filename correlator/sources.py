@@ -38,6 +38,7 @@ _RANK_WORD = re.compile(r"(?:^|[^a-z])(?:rank|proc|task|worker)[-_.]?(\d{1,6})(?
 _SLURM_JOB = re.compile(r"slurm-(\d+)(?:[_.](\d{1,6}))?\.(?:out|err|log)", re.I)
 _ATTEMPT = re.compile(r"^attempt_(\d+)$")
 _NODE_DIR = re.compile(r"^(?:node|host|nid)[-_]?(\d{1,6})$", re.I)
+_DASHED_IP = re.compile(r"(?<!\d)\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}$")
 _LAST_NUMBER = re.compile(r"(\d{1,6})(?=(?:\.[A-Za-z]{1,5}){0,2}$)")
 
 
@@ -97,6 +98,10 @@ def _number_family(paths: list[str]) -> dict[str, int]:
             continue
         m = _LAST_NUMBER.search(name)
         if m:
+            if m.group(1)[0] == "0" and len(m.group(1)) > 1 and m.start() > 0 and name[m.start() - 1].isalpha():
+                continue  # "gpu-a01": a host name's number, not srun's task id
+            if _DASHED_IP.search(name[: m.end()]):
+                continue  # "ip-10-0-63-17" (an EC2 host name): an address, not a task id
             shape = name[: m.start()] + "#" + name[m.end():]
             groups[(d, shape)].append((path, int(m.group(1))))
     out: dict[str, int] = {}

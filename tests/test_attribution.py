@@ -300,3 +300,40 @@ def test_the_rank_in_another_operation_at_the_stuck_seqnum_is_the_culprit(engine
     # half and half: no minority to name
     split = run(engine, {"train.log": join(_watchdog(r, 3742816, "REDUCE" if r < 4 else "ALLREDUCE") for r in range(8))})
     assert split.verdict is not Verdict.ROOT_CAUSE
+
+
+def _node_file(host: str, ranks: tuple[int, int], fail_local: int | None, tagged: bool = True) -> str:
+    """A node's file as torchrun --tee writes it: NCCL init lines naming each worker's global rank,
+    then an ENOSPC traceback from one worker whose lines carry only the [defaultN]: tag."""
+    lines = []
+    for local, rank in enumerate(ranks):
+        tag = f"[default{local}]:" if tagged else ""
+        lines.append(f"{tag}{host}:{2811 + local}:{2817 + local} [{local}] NCCL INFO comm 0x55d7dd5c903{local} rank {rank} "
+                     f"nRanks 4 nNodes 2 localRanks 2 localRank {local} MNNVL 0")
+    if fail_local is not None:
+        tag = f"[default{fail_local}]:" if tagged else ""
+        lines += [f"{tag}2026-02-20 04:39:28,101 - INFO - train - Saving checkpoint at step 490 to /lustre/ckpt",
+                  f"{tag}Traceback (most recent call last):",
+                  f'{tag}  File "/workspace/train.py", line 395, in main',
+                  f"{tag}OSError: [Errno 28] No space left on device"]
+    return join(lines)
+
+
+def test_a_workers_rank_comes_from_its_own_statements_not_from_digits_in_a_file_name(engine):
+    """Per-node files named after their hosts: the failing worker's lines carry only [default1]:, its
+    NCCL init line says rank 3; neither the host's digits nor the local rank is its global rank."""
+    for names in (("node-gpu-a01.log", "node-gpu-a02.log"), ("node-ip-10-0-63-17.log", "node-ip-10-0-63-211.log")):
+        from correlator.sources import _number_family
+
+        assert _number_family([f"/x/{n}" for n in names]) == {}
+        rep = run(engine, {names[0]: _node_file("gpu-a01", (0, 1), None), names[1]: _node_file("gpu-a02", (2, 3), 1)},
+                  **{n: {"file_rank": None} for n in names})
+        assert rep.root_cause.rank == 3 and rep.root_cause.local_rank == 1
+    # a file name that looks like a rank loses to the process's own NCCL init line
+    rep = run(engine, {"worker-1.log": _node_file("gpu-a02", (3,), 0, tagged=False)},
+              **{"worker-1.log": {"file_rank": 1}})
+    assert rep.root_cause.rank == 3
+    # an NCCL init line of a sub-communicator (nRanks 2) says nothing about the global rank
+    sub = _node_file("gpu-a02", (3,), 0, tagged=False).replace("nRanks 4", "nRanks 2").replace("rank 3 ", "rank 1 ")
+    rep = run(engine, {"worker.log": sub, "other.log": _node_file("gpu-a01", (0,), None, tagged=False)})
+    assert rep.root_cause.rank != 1
