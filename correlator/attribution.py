@@ -326,6 +326,30 @@ def _first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
     return out
 
 
+#: a failure its rank's training progress goes on from for this long was survived (caught and
+#: retried: fairseq's "attempting to recover from OOM", a skipped batch), not what ended the job
+SURVIVED_NS = 120 * NS
+
+
+def _survived(evs: Sequence[Ev], streams: Sequence[StreamFacts]) -> dict[int, str]:
+    """Primary events whose rank made progress (step lines) long after them: id -> why."""
+    progress: dict[int, tuple[int, int | None]] = {}
+    for s in streams:
+        if s.who.rank is not None and s.last_step_ns is not None:
+            if s.who.rank not in progress or s.last_step_ns > progress[s.who.rank][0]:
+                progress[s.who.rank] = (s.last_step_ns, s.last_step)
+    out: dict[int, str] = {}
+    for e in evs:
+        if e.rule.role is not Role.PRIMARY or e.rank is None or e.t is None or e.rank not in progress:
+            continue
+        t, step = progress[e.rank]
+        if t - e.t > SURVIVED_NS:
+            out[id(e)] = (f"rank {e.rank} went on after its {e.rule.id} at {iso(e.t)}: its progress reached "
+                          f"{'step ' + str(step) if step is not None else 'later steps'} {(t - e.t) / NS / 60:.0f} min later "
+                          f"(the failure was caught and survived)")
+    return out
+
+
 def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], rule: Rule, proto: Ev) -> Ev:
     """The root event of a hang: the culprit's own last trace if it printed one, else its last output
     (time) with a peer's timeout line as the evidence of what it never joined."""
@@ -355,7 +379,8 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
               single_node: bool = False, inferred: dict[int, str] | None = None) -> Outcome:
     evs = make_events(matches, rules, clocks)
     signalled = _signalled(evs)
-    cands = [e for e in evs if _is_candidate(e, signalled)]
+    survived = _survived(evs, streams)
+    cands = [e for e in evs if _is_candidate(e, signalled) and id(e) not in survived]
     specific = [e for e in cands if e.rule.priority >= GENERIC_PRIORITY]
     pool = specific or cands
     jobs = [e for e in evs if e.rule.role is Role.JOB]
@@ -541,12 +566,17 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                 verdict = Verdict.NO_FAILURE
                 why.append("no failure, timeout or teardown was found")
 
+    for note in dict.fromkeys(survived.values()):  # said whatever the verdict
+        why.append(note)
+
     # labels
     root_rank = root_ev.rank if root_ev is not None else None
     for e in evs:
         role = e.rule.role
         if root_ev is not None and e.m is root_ev.m:
             e.label = Label.ROOT
+        elif role is Role.PRIMARY and id(e) in survived:
+            e.label = Label.CONTEXT
         elif role is Role.PRIMARY:
             if verdict is Verdict.ROOT_CAUSE and (e.rank is not None and e.rank == root_rank
                                                   or root_ev is not None and _same_failure(e, root_ev)):
@@ -590,8 +620,10 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             tie_ranks = sorted(r for r, sc in suspects.items() if sc == top_score and r != root_rank)
         else:
             tie_ranks = sorted({c.rank for c in tie if c.rank is not None})
+        job = verdict is Verdict.JOB_LEVEL  # the job ended: no rank is at fault, whichever file said so
         root = RootCause(
-            rank=root_rank, host=root_ev.m.who.host, local_rank=root_ev.m.who.local_rank,
+            rank=None if job else root_rank, host=root_ev.m.who.host,
+            local_rank=None if job else root_ev.m.who.local_rank,
             rule=rule.id, title=rule.title, category=rule.category, severity=str(rule.severity),
             time=iso(root_ev.t), confidence=round(max(0.05, min(0.99, confidence)), 2),
             tie=tuple(tie_ranks), evidence=tuple(evidence), mechanism=rule.root_cause, fix=rule.fix,

@@ -36,6 +36,8 @@ WHOLE_FILE_BYTES = 64 << 20
 #: a region is scanned in line-aligned blocks of about this size (``_blocks``): every pass over a
 #: block finds it in the cache
 BLOCK_BYTES = 2 << 20
+#: how far before a line a rule's ``context_requires`` literal is looked for
+CONTEXT_REQUIRES_BYTES = 64 << 10
 #: bytes of the previous buffer kept for event-scope look-back and inherited times
 KEEP_BYTES = 1 << 20
 #: the head and tail windows (per-writer first/last stamps, last step, step anchors) of a source
@@ -634,6 +636,10 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                 continue  # abandoned for the rest of this source
             ctx: list[str] = []
             if rule.match.scope is Scope.EVENT:
+                if rule.match.context_requires and not any(
+                        data.rfind(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start) >= 0
+                        for lit in rule.match.context_requires):
+                    continue  # what its context must hold is not there
                 if event_ctx is None:
                     event_ctx, _ = _context(buf, start, pbytes, 200, 0)
                 ctx = event_ctx[-rule.match.context_lines:] if rule.match.context_lines else []

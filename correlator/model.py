@@ -108,6 +108,10 @@ class MatchSpec:
     context_lines: int = 40
     #: for event scope: lines of the same rank after the matching line that belong to the event
     context_after: int = 0
+    #: for event scope: literals one of which must occur in the bytes before the line (within
+    #: CONTEXT_REQUIRES_BYTES) for the rule to be tried at all: spares building the context of a
+    #: line whose rule cannot match (a rule on every traceback's last line)
+    context_requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ MATCH_KEYS: dict[str, tuple[type, bool]] = {
     "scope": (str, False),
     "context_lines": (int, False),
     "context_after": (int, False),
+    "context_requires": (list, False),
 }
 EXAMPLE_KEYS: dict[str, tuple[type, bool]] = {
     "expect": (str, True),
@@ -171,7 +172,8 @@ def parse_rule(data: dict, path: str, expected_id: str | None = None) -> Rule:
         role=role,
         root_cause=data["root_cause"].strip(),
         fix=data["fix"].strip(),
-        match=MatchSpec(any_, all_, not_, prefilter, scope, m.get("context_lines", 40), m.get("context_after", 0)),
+        match=MatchSpec(any_, all_, not_, prefilter, scope, m.get("context_lines", 40), m.get("context_after", 0),
+                        _str_list(path, "match.context_requires", m.get("context_requires", []))),
         priority=priority,
         confirm=_str_list(path, "confirm", data["confirm"]),
         prevention=data.get("prevention", "").strip(),

@@ -337,3 +337,48 @@ def test_a_workers_rank_comes_from_its_own_statements_not_from_digits_in_a_file_
     sub = _node_file("gpu-a02", (3,), 0, tagged=False).replace("nRanks 4", "nRanks 2").replace("rank 3 ", "rank 1 ")
     rep = run(engine, {"worker.log": sub, "other.log": _node_file("gpu-a01", (0,), None, tagged=False)})
     assert rep.root_cause.rank != 1
+
+
+def test_an_ignored_exception_is_no_failure_but_does_not_excuse_a_later_one(engine):
+    ignored = [
+        f"{py(T0)} - INFO - train - Training complete in 3.9 hours",
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f5c541891c0>",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 1604, in __del__',
+        "    self._shutdown_workers()",
+        "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
+    ]
+    rep = run(engine, {"rank-0.log": join(ignored)})
+    assert rep.verdict is Verdict.NO_FAILURE
+    real = ignored + ["Traceback (most recent call last):", '  File "/workspace/train.py", line 12, in <module>',
+                      "ValueError: bad batch"]
+    rep = run(engine, {"rank-0.log": join(real)})
+    assert rep.verdict is Verdict.ROOT_CAUSE and rep.root_cause.rule == "python.uncaught-exception"
+    assert "ValueError: bad batch" in rep.root_cause.evidence[-1].text
+
+
+def test_a_failure_its_rank_trains_on_from_is_not_the_root(engine):
+    """fairseq catches a CUDA OOM and retries the batch; the rank's progress goes on for hours: the
+    OOM was survived. The same OOM with the rank's progress ending there is the root."""
+    oom = (f"{py(T0 + timedelta(seconds=17))} - WARNING - fairseq.trainer - OOM: Ran out of memory with exception: "
+           "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.10 GiB of which 1.02 GiB is free.")
+    survived = [f"{py(T0)} - INFO - train - step 1200/5000 | loss 2.3123", oom,
+                f"{py(T0 + timedelta(seconds=18))} - WARNING - fairseq.trainer - attempting to recover from OOM in forward/backward pass",
+                f"{py(T0 + timedelta(seconds=31))} - INFO - train - step 1210/5000 | loss 2.3101",
+                f"{py(T0 + timedelta(hours=2))} - INFO - train - step 5000/5000 | loss 1.8101"]
+    named = {"rank-3.log": {"file_rank": 3}}
+    rep = run(engine, {"rank-3.log": join(survived)}, **named)
+    assert rep.verdict is Verdict.NO_FAILURE
+    assert any("went on after its cuda.out-of-memory" in d.message for d in rep.diagnostics)
+    died = survived[:2]
+    rep = run(engine, {"rank-3.log": join(died)}, **named)
+    assert rep.verdict is Verdict.ROOT_CAUSE and rep.root_cause.rule == "cuda.out-of-memory"
+    assert rep.root_cause.rank == 3
+
+
+def test_a_job_level_end_names_no_rank_even_from_a_ranks_file(engine):
+    line = "slurmstepd: error: *** JOB 1234 ON gpu-a00 CANCELLED AT 2026-03-02T15:00:00 DUE TO TIME LIMIT ***"
+    rep = run(engine, {"rank-0.log": join([f"{py(T0)} - INFO - train - step 10/100", line])},
+              **{"rank-0.log": {"file_rank": 0}})
+    assert rep.verdict is Verdict.JOB_LEVEL and rep.root_cause.rule == "slurm.time-limit"
+    assert rep.root_cause.rank is None and rep.root_cause.local_rank is None

@@ -91,7 +91,12 @@ def render(report: Report, color: bool = False) -> str:
         body += [f"{ev.path}:{ev.line}  {ev.text[:160]}" for ev in rc.evidence[:2]]
         lines += _block("job ended", body, color, "1;33")
     elif v is Verdict.NO_FAILURE:
-        lines += _block("no failure", ["no failure, timeout or teardown was found in the logs"], color, "1;32")
+        body = ["no failure, timeout or teardown was found in the logs"]
+        for d in report.diagnostics:  # failures the ranks went on from
+            if d.path is None and d.message.startswith(UNDETERMINED_NOTE) and "survived" in d.message and len(body) < 8:
+                wrapped = _wrap(d.message[len(UNDETERMINED_NOTE):], 2)
+                body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
+        lines += _block("no failure", body, color, "1;32")
     else:
         seen = any(g.label in ("collateral", "independent", "root") for g in report.groups)
         body = ["failures were seen, but no rank can be named as the first" if seen else
