@@ -340,7 +340,8 @@ def _survived(evs: Sequence[Ev], streams: Sequence[StreamFacts]) -> dict[int, st
                 progress[s.who.rank] = (s.last_step_ns, s.last_step)
     out: dict[int, str] = {}
     for e in evs:
-        if e.rule.role is not Role.PRIMARY or e.rank is None or e.t is None or e.rank not in progress:
+        if (e.rule.role is not Role.PRIMARY or e.rank is None or e.t is None or e.rank not in progress
+                or e.m.time_kind is not TimeKind.OWN):  # (an inherited time can lie minutes off)
             continue
         t, step = progress[e.rank]
         if t - e.t > SURVIVED_NS:

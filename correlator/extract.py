@@ -99,6 +99,9 @@ def _line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
         out.update(nl.findall(text))
     return out
 _PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?\s*(\d{1,9})\b")
+#: what follows the number of slurmstepd's "*** STEP 612604.0 ON node14 CANCELLED ...": a job step,
+#: not training progress (checked where a ``_PROGRESS`` match ends, in both window paths)
+_SLURM_STEP_TAIL = re.compile(rb"\.\d+ ON ")
 _TABLE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
 _TABLE_EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)")
@@ -412,6 +415,10 @@ class _Scan:
     lo_dist: int
 
 
+#: the ``_inherit`` memo key of a one-writer source's lines, tagged or not
+_ONE_WRITER_KEY = ("one-writer",)
+
+
 def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple) -> tuple[int | None, int | None, int | None]:
     """(time, lo, hi) from the nearest stamped lines of the same writer before and after."""
     data = buf.data
@@ -666,6 +673,11 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         if p is not None:
             t, lo, hi, kind = p.time_ns, p.time_ns, p.time_ns + p.resolution_ns, TimeKind.OWN
             state.last_stamp[key] = p.time_ns
+        elif state.one_writer and pbytes:
+            # one process's file (its stderr tagged [rankN]:, its stdout plain): the nearest stamped
+            # line of either is its time, not a tagged line from half an hour before
+            t, lo, hi = _inherit(state, buf, start, b"", _ONE_WRITER_KEY)
+            kind = TimeKind.INHERITED if t is not None else TimeKind.NONE
         else:
             t, lo, hi = _inherit(state, buf, start, pbytes, key)
             kind = TimeKind.INHERITED if t is not None else TimeKind.NONE
@@ -744,7 +756,7 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
         if head and p is None:
             continue
         pm = _PROGRESS.search(raw)
-        if pm is None:
+        if pm is None or _SLURM_STEP_TAIL.match(raw, pm.end()):
             continue
         step = int(pm.group(1))
         if w.last_step is None or step >= w.last_step:
@@ -1015,6 +1027,8 @@ def _scan_window(data: bytes, finder, start: int = 0, prev: tuple | None = None)
     progress: dict[tuple, list[tuple[int, int, int]]] = {}
     digits = b"0123456789"
     for s, _a, b in progress_starts:
+        if _SLURM_STEP_TAIL.match(data, b):
+            continue
         d = b
         while d > _a and data[d - 1] in digits:
             d -= 1
@@ -1024,7 +1038,7 @@ def _scan_window(data: bytes, finder, start: int = 0, prev: tuple | None = None)
     if not data.endswith(b"\n"):  # the unterminated last line, with the exact pattern
         s = data.rfind(b"\n") + 1
         pm = _PROGRESS.search(data, s)
-        if pm is not None:
+        if pm is not None and not _SLURM_STEP_TAIL.match(data, pm.end()):
             k = _parse_line(data[s:])[0].key if s in excluded else plain
             progress.setdefault(k, []).append((s, int(pm.group(1)), n))
     if prev is not None:  # the lines before ``start`` come first

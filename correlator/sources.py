@@ -105,9 +105,15 @@ def _number_family(paths: list[str]) -> dict[str, int]:
             shape = name[: m.start()] + "#" + name[m.end():]
             groups[(d, shape)].append((path, int(m.group(1))))
     out: dict[str, int] = {}
-    for members in groups.values():
-        if len(members) >= 2 and len({n for _, n in members}) == len(members):
-            out.update(members)
+    for (d, shape), members in groups.items():
+        numbers = {n for _, n in members}
+        if len(members) < 2 or len(numbers) != len(members):
+            continue
+        padded = any(_LAST_NUMBER.search(_base_name(os.path.basename(p))).group(1).startswith("0") and n > 0
+                     for p, n in members)
+        if padded and 0 not in numbers:
+            continue  # "dgx-h100-03" .. "-10": hosts numbered from 1 (srun's %3t would start at 000)
+        out.update(members)
     return out
 
 

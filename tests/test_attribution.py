@@ -322,7 +322,8 @@ def _node_file(host: str, ranks: tuple[int, int], fail_local: int | None, tagged
 def test_a_workers_rank_comes_from_its_own_statements_not_from_digits_in_a_file_name(engine):
     """Per-node files named after their hosts: the failing worker's lines carry only [default1]:, its
     NCCL init line says rank 3; neither the host's digits nor the local rank is its global rank."""
-    for names in (("node-gpu-a01.log", "node-gpu-a02.log"), ("node-ip-10-0-63-17.log", "node-ip-10-0-63-211.log")):
+    for names in (("node-gpu-a01.log", "node-gpu-a02.log"), ("node-ip-10-0-63-17.log", "node-ip-10-0-63-211.log"),
+                  ("node-dgx-h100-03.log", "node-dgx-h100-04.log")):
         from correlator.sources import _number_family
 
         assert _number_family([f"/x/{n}" for n in names]) == {}
@@ -382,3 +383,14 @@ def test_a_job_level_end_names_no_rank_even_from_a_ranks_file(engine):
               **{"rank-0.log": {"file_rank": 0}})
     assert rep.verdict is Verdict.JOB_LEVEL and rep.root_cause.rule == "slurm.time-limit"
     assert rep.root_cause.rank is None and rep.root_cause.local_rank is None
+
+
+def test_a_nodes_file_named_like_a_rank_does_not_give_its_agent_lines_that_rank(engine):
+    """The agent's "failed (exitcode: -11) local_rank: 1" in a node's file (its workers tagged
+    [defaultN]:) belongs to the worker its NCCL init line names, not to the number in the file name."""
+    text = _node_file("gpu-a02", (2, 3), None) + join([
+        f"E0222 16:13:00.981000 5709 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) "
+        f"local_rank: 1 (pid: 293537) of binary: /usr/bin/python3"])
+    rep = run(engine, {"out-5.log": text, "out-0.log": _node_file("gpu-a01", (0, 1), None)},
+              **{"out-5.log": {"file_rank": 5}, "out-0.log": {"file_rank": 0}})
+    assert rep.root_cause.rule == "launcher.worker-killed-by-signal" and rep.root_cause.rank == 3
