@@ -371,6 +371,10 @@ def test_a_failure_its_rank_trains_on_from_is_not_the_root(engine):
     rep = run(engine, {"rank-3.log": join(survived)}, **named)
     assert rep.verdict is Verdict.NO_FAILURE
     assert any("went on after its cuda.out-of-memory" in d.message for d in rep.diagnostics)
+    from correlator.report import markdown, terminal
+
+    for text in (markdown.render(rep), terminal.render(rep, color=False)):
+        assert "went on after its cuda.out-of-memory" in text
     died = survived[:2]
     rep = run(engine, {"rank-3.log": join(died)}, **named)
     assert rep.verdict is Verdict.ROOT_CAUSE and rep.root_cause.rule == "cuda.out-of-memory"

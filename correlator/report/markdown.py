@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 
 from correlator.identity import compress_ranks
-from correlator.model import Report, RootCause, TimelineEvent, Verdict
+from correlator.model import UNDETERMINED_NOTE, Report, RootCause, TimelineEvent, Verdict
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out
 TIMELINE_LIMIT = 200
@@ -450,7 +450,13 @@ def _root_section(report: Report) -> list[str]:
     if root is None:
         out = ["## Root cause", ""]
         if report.verdict == Verdict.NO_FAILURE:
-            out += ["No rank logged a failure that the rules know, and no job-level end was seen.", ""]
+            survived = [d.message[len(UNDETERMINED_NOTE):] for d in report.diagnostics
+                        if d.path is None and d.message.startswith(UNDETERMINED_NOTE) and "survived" in d.message]
+            if survived:
+                out += ["No failure ended the job: the ranks went on from the failures they logged.", ""]
+                out += [f"- {md_escape(x)}" for x in survived] + [""]
+            else:
+                out += ["No rank logged a failure that the rules know, and no job-level end was seen.", ""]
         elif report.verdict == Verdict.JOB_LEVEL:
             out += [f"The job was ended from outside ({md_escape(_job_end_title(report) or 'job-level event')}); "
                     "no rank failed before that.", ""]
