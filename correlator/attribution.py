@@ -329,20 +329,24 @@ def _first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
 #: a failure its rank's training progress goes on from for this long was survived (caught and
 #: retried: fairseq's "attempting to recover from OOM", a skipped batch), not what ended the job
 SURVIVED_NS = 120 * NS
+#: an unstamped failure line (a logged traceback) counts when stamped lines this close bracket it
+SURVIVED_BRACKET_NS = 120 * NS
 
 
-def _survived(evs: Sequence[Ev], streams: Sequence[StreamFacts]) -> dict[int, str]:
+def _survived(evs: Sequence[Ev], streams: Sequence[StreamFacts], until_ns: int | None = None) -> dict[int, str]:
     """Primary events whose rank made progress (step lines) long after them: id -> why."""
     progress: dict[int, tuple[int, int | None]] = {}
     for s in streams:
-        if s.who.rank is not None and s.last_step_ns is not None:
+        if s.who.rank is not None and s.last_step_ns is not None and (until_ns is None or s.last_step_ns <= until_ns):
             if s.who.rank not in progress or s.last_step_ns > progress[s.who.rank][0]:
                 progress[s.who.rank] = (s.last_step_ns, s.last_step)
     out: dict[int, str] = {}
     for e in evs:
-        if (e.rule.role is not Role.PRIMARY or e.rank is None or e.t is None or e.rank not in progress
-                or e.m.time_kind is not TimeKind.OWN):  # (an inherited time can lie minutes off)
+        if e.rule.role is not Role.PRIMARY or e.rank is None or e.t is None or e.rank not in progress:
             continue
+        if e.m.time_kind is not TimeKind.OWN and not (
+                e.m.lo_ns is not None and e.m.hi_ns is not None and e.m.hi_ns - e.m.lo_ns <= SURVIVED_BRACKET_NS):
+            continue  # an inherited time is trusted only between two close stamps (it can lie minutes off)
         t, step = progress[e.rank]
         if t - e.t > SURVIVED_NS:
             out[id(e)] = (f"rank {e.rank} went on after its {e.rule.id} at {iso(e.t)}: its progress reached "
@@ -377,10 +381,13 @@ def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], 
 
 def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: dict[str, Rule],
               clocks: dict[str, ClockEstimate], known_ranks: set[int], *, skew_note: str = "",
-              single_node: bool = False, inferred: dict[int, str] | None = None) -> Outcome:
+              single_node: bool = False, inferred: dict[int, str] | None = None,
+              until_ns: int | None = None) -> Outcome:
+    """The verdict over ``matches``; ``until_ns``: the end of this attempt (a restart followed), so
+    progress after it does not make a failure of this attempt look survived."""
     evs = make_events(matches, rules, clocks)
     signalled = _signalled(evs)
-    survived = _survived(evs, streams)
+    survived = _survived(evs, streams, until_ns)
     cands = [e for e in evs if _is_candidate(e, signalled) and id(e) not in survived]
     specific = [e for e in cands if e.rule.priority >= GENERIC_PRIORITY]
     pool = specific or cands

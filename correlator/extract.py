@@ -108,6 +108,7 @@ _TABLE_EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)")
 _NCCL_COMM = re.compile(r"NCCL INFO (?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)")
 _RDZV_GROUP = re.compile(r"group_rank=(\d+)")
 _RAY_PG = re.compile(r"Setting up process group for: \S+ \[rank=(\d+)\]")
+_RAY_TRAIN = re.compile(r"(?:\bip=(?P<ip>[\d.]{7,15}), )?pid=(?P<pid>\d+)\) world_rank=(?P<rank>\d+), local_rank=(?P<local>\d+)")
 _RDZV_GLOBAL = re.compile(r"global_ranks=\[([\d, ]*)\]")
 _RDZV_LOCAL = re.compile(r"local_ranks=\[([\d, ]*)\]")
 
@@ -119,6 +120,8 @@ _FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("rendezvous", r"global_ranks=\[", ("global_ranks=[",)),
     # Ray's torch runner (RaySGD, ray.train) names each worker's rank as it joins the process group
     ("ray-pg", r"Setting up process group for: \S+ \[rank=\d+\]", ("Setting up process group for:",)),
+    # Ray Train's table of its workers: "- (node_id=..., ip=10.0.3.11, pid=5003) world_rank=3, local_rank=1, ..."
+    ("ray-train", r"pid=\d+\) world_rank=\d+, local_rank=\d+", ("world_rank=",)),
 )
 
 
@@ -217,6 +220,12 @@ class _State:
         self.head = b""
         #: whether the source is one writer's (decided on its first ONE_WRITER_PROBE bytes)
         self.one_writer: bool | None = None
+        #: the source's first ONE_WRITER_PROBE bytes, and the launcher prefix kinds found in them up
+        #: to ``kinds_to`` (``_one_process_before``: judged on the bytes before a line only, so that
+        #: how the source was cut into buffers changes nothing)
+        self.probe = b""
+        self.kinds: set[bytes] = set()
+        self.kinds_to = 0
         #: writer key -> what its last stamp search saw (the next unstamped line reuses it)
         self.scans: dict[tuple, _Scan] = {}
 
@@ -250,12 +259,14 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
     if rank is None and src.file_rank is not None and prefix.task is None and prefix.local_rank is None:
         # (a [defaultN]: tag says the file multiplexes a node's workers: not one rank's file)
         rank = src.file_rank
-    if rank is None and prefix.task is None and prefix.local_rank is None:
-        cap = caps.get("rank")
-        if cap is not None and cap.lstrip("-").isdecimal():
-            rank = int(cap)
-        elif src.file_local_rank is None:
-            rank = rank_in_text(msg)
+    cap = caps.get("rank")
+    if rank is None and cap is not None and cap.isdecimal():
+        # the rank the line is about, in the rule's own words ("[Rank 5] Watchdog ...", Megatron's
+        # "Rank 6: found NaN ...", a failure table's "rank : 12"): over an srun task or a [defaultN]
+        # tag, which name a node's agent or a local rank
+        rank = int(cap)
+    if rank is None and prefix.task is None and prefix.local_rank is None and src.file_local_rank is None:
+        rank = rank_in_text(msg)
     local = prefix.local_rank
     if local is None and caps.get("local_rank", "").isdecimal():
         local = int(caps["local_rank"])
@@ -582,6 +593,12 @@ def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, ms
         if m and prefix.pid is not None:  # the worker's pid is in Ray's "(pid=N)" tag
             state.identities.append(IdentityFact(Who(rank=int(m.group(1)), host=prefix.host, pid=prefix.pid),
                                                  prefix.task, state.src.path, "ray"))
+    elif name == "ray-train":
+        m = _RAY_TRAIN.search(msg)
+        if m:
+            who = Who(rank=int(m.group("rank")), local_rank=int(m.group("local")), host=m.group("ip"),
+                      pid=int(m.group("pid")))
+            state.identities.append(IdentityFact(who, None, state.src.path, "ray"))
     elif name == "rendezvous":
         g = _RDZV_GLOBAL.search(msg)
         if not g:
@@ -673,7 +690,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         if p is not None:
             t, lo, hi, kind = p.time_ns, p.time_ns, p.time_ns + p.resolution_ns, TimeKind.OWN
             state.last_stamp[key] = p.time_ns
-        elif state.one_writer and pbytes:
+        elif pbytes and _one_process_before(state, buf.base_offset + start):
             # one process's file (its stderr tagged [rankN]:, its stdout plain): the nearest stamped
             # line of either is its time, not a tagged line from half an hour before
             t, lo, hi = _inherit(state, buf, start, b"", _ONE_WRITER_KEY)
@@ -1458,6 +1475,21 @@ def _one_writer(data: bytes) -> bool:
     return len(kinds) <= 1
 
 
+def _one_process_before(state: _State, at: int) -> bool:
+    """Whether the source's lines before source offset ``at`` (a line start; within the probe) are
+    one writer's, as ``_one_writer`` judges: kinds are gathered incrementally, each byte once."""
+    probe = state.probe
+    x = min(at, len(probe))
+    if x > state.kinds_to:
+        if state.kinds_to == 0:
+            first = _MAYBE_PREFIX.match(b"\n" + probe[:min(256, x)])
+            if first is not None:
+                state.kinds.add(first.group(0))
+        state.kinds.update(_MAYBE_PREFIX.findall(probe, max(state.kinds_to - 1, 0), x))
+        state.kinds_to = x
+    return len(state.kinds) <= 1
+
+
 def _head_limit(state: _State) -> int:
     """The size of the source's head window: for a source of one writer (judged on its first
     ``ONE_WRITER_PROBE`` bytes) the first of ``HEAD_SIZES_ONE`` that holds a progress line, else
@@ -1562,6 +1594,8 @@ def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_
     _refresh_reference(state, data, begin, end_region)
     if offset == 0:
         state.check_writers(data[begin:min(end_region, begin + ONE_WRITER_PROBE)])
+    if len(state.probe) < ONE_WRITER_PROBE:
+        state.probe += data[begin:min(end_region, begin + ONE_WRITER_PROBE - len(state.probe))]
     if not head_done:  # (the head window does not depend on the scan below)
         state.head += data[begin:min(end_region, begin + HEAD_BYTES - len(state.head))]
         if len(state.head) >= _head_limit(state):

@@ -7,6 +7,7 @@ discover sources -> extract (engine: local pool or Dask) -> resolve identities -
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -74,6 +75,24 @@ def _known_ranks(matches: Sequence[Match], streams: Sequence[StreamFacts], imap:
     if known and max(known) < 65536:
         known |= set(range(max(known) + 1))  # global ranks are 0..N-1: one that never spoke is still a rank
     return known
+
+
+#: restart lines of the node agents closer than this are one restart (every node's agent says it)
+RESTART_GAP_NS = 120 * NS
+
+
+def _restart_bounds(matches: Sequence[Match], rules: dict[str, Rule]) -> list[int]:
+    """The times the workers were restarted (torchelastic's "will restart worker group"), one per
+    restart however many agents said it."""
+    ts = sorted(m.time_ns for m in matches if m.time_ns is not None and m.rule_id in rules
+                and "restart" in rules[m.rule_id].tags and rules[m.rule_id].role is Role.TEARDOWN)
+    out: list[int] = []
+    for t in ts:
+        if not out or t - out[-1] > RESTART_GAP_NS:
+            out.append(t)
+        else:
+            out[-1] = t  # the last agent's line of one restart ends that attempt
+    return out
 
 
 def _job_id(digests: Sequence[Digest], given: str | None) -> str:
@@ -160,14 +179,34 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
                      f"align their clocks: cross-host order assumes synchronised clocks")
 
     known = _known_ranks(matches, streams, imap)
+    bounds = _restart_bounds(matches, rules)
+    if bounds and all(m.attempt is None for m in matches):
+        # a torchelastic restart outside a --log-dir layout: the agents' "will restart worker group"
+        # lines divide the job into attempts, by time
+        # (by the earliest time a line can have: an unstamped traceback's inherited time may be the
+        # next stamped line's, which after a restart is the new process's)
+        # Another node's agent stopping its workers shortly after a restart line belongs to the
+        # attempt that ended.
+        def attempt_of(m: Match) -> int:
+            t = m.lo_ns if m.lo_ns is not None else m.time_ns
+            assert t is not None
+            if m.rule_id in rules and "signal-sent" in rules[m.rule_id].tags:
+                t -= RESTART_GAP_NS
+            return bisect_left(bounds, t)
+
+        matches = [m if m.time_ns is None else replace(m, attempt=attempt_of(m)) for m in matches]
     attempts = sorted({m.attempt for m in matches if m.attempt is not None})
+    if bounds and attempts and attempts[-1] < len(bounds) and any(
+            max(s.last_step_ns or 0, s.last_ns or 0) > bounds[-1] + RESTART_GAP_NS for s in streams):
+        attempts.append(len(bounds))  # the attempt after the last restart ran on, quietly
     per_attempt = []
     if len(attempts) > 1:
         for a in reversed(attempts):
             ms = [m for m in matches if m.attempt in (a, None)]
             ss = [s for s in streams if s.attempt in (a, None)]
             o = attribution.attribute(ms, ss, rules, est, known, skew_note=skew_note, single_node=imap.single_node,
-                                      inferred=imap.inferred_how)
+                                      inferred=imap.inferred_how,
+                                      until_ns=bounds[a] if bounds and a < len(bounds) else None)
             per_attempt.append((a, o))
         out = per_attempt[0][1]
     else:

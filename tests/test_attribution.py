@@ -398,3 +398,42 @@ def test_a_nodes_file_named_like_a_rank_does_not_give_its_agent_lines_that_rank(
     rep = run(engine, {"out-5.log": text, "out-0.log": _node_file("gpu-a01", (0, 1), None)},
               **{"out-5.log": {"file_rank": 5}, "out-0.log": {"file_rank": 0}})
     assert rep.root_cause.rule == "launcher.worker-killed-by-signal" and rep.root_cause.rank == 3
+
+
+def _restart_job(second: str | None) -> str:
+    """Two nodes under srun --label: rank 3 OOMs, node 0's agent restarts the worker group, and the
+    second attempt either trains on (``second`` None) or hits ``second`` on rank 1."""
+    lines = []
+    for step in range(0, 5):
+        for r in range(4):
+            lines.append(f"{r // 2}: [default{r % 2}]:{py(T0 + timedelta(seconds=30 * step))} - INFO - train - step {step * 10} | loss 2.0")
+    t = T0 + timedelta(seconds=150)
+    lines += [f"1: [default1]:{py(t)} - ERROR - train - uncaught exception",
+              "1: [default1]:[rank3]: Traceback (most recent call last):",
+              "1: [default1]:[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 1 has a total capacity of 79.10 GiB of which 407.94 MiB is free.",
+              f"1: W{glog(t + timedelta(seconds=1))} 4243 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 2004 closing signal SIGTERM",
+              f"1: E{glog(t + timedelta(seconds=2))} 4243 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 1 (pid: 2005) of binary: /usr/bin/python3",
+              f"1: I{glog(t + timedelta(seconds=2))} 4243 torch/distributed/elastic/agent/server/api.py:863] [default] Worker group FAILED. 2/3 attempts left; will restart worker group",
+              f"0: W{glog(t + timedelta(seconds=5))} 4111 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 1004 closing signal SIGTERM"]
+    t2 = t + timedelta(seconds=60)
+    for step in range(0, 8):
+        for r in range(4):
+            lines.append(f"{r // 2}: [default{r % 2}]:{py(t2 + timedelta(seconds=30 * step))} - INFO - train - step {step * 10} | loss 2.0")
+    if second:
+        t3 = t2 + timedelta(seconds=300)
+        lines += [f"0: [default1]:{py(t3)} - ERROR - train - checkpoint save failed",
+                  f"0: [default1]:[rank1]: {second}"]
+    return join(lines)
+
+
+def test_a_restart_outside_a_log_dir_splits_the_job_into_attempts(engine):
+    """torchelastic's "will restart worker group" in a combined srun log: the verdict is the last
+    attempt's (a failure there, or none when it trained on), and each attempt's is reported."""
+    rep = run(engine, {"slurm-1.out": _restart_job(None)})
+    assert rep.verdict is Verdict.NO_FAILURE
+    first = {a["attempt"]: a for a in rep.attempts}[0]
+    assert (first["verdict"], first["rank"], first["rule"]) == ("root_cause", 3, "cuda.out-of-memory")
+    rep = run(engine, {"slurm-1.out": _restart_job("OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_00200/model.pt'")})
+    assert rep.verdict is Verdict.ROOT_CAUSE and rep.root_cause.rank == 1
+    assert rep.root_cause.rule.startswith("storage.")
+    assert {a["attempt"]: a["rank"] for a in rep.attempts} == {0: 3, 1: 1}

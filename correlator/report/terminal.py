@@ -108,6 +108,14 @@ def render(report: Report, color: bool = False) -> str:
                 body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
         lines += _block("undetermined", body, color, "1;33")
 
+    if len(report.attempts) > 1:  # torchelastic restarted the workers: each attempt's own verdict
+        body = []
+        for a in sorted(report.attempts, key=lambda x: x.get("attempt", 0)):
+            what = (f"rank {a['rank']} {a['rule']}" if a.get("rank") is not None else a.get("rule") or "")
+            body.append(f"attempt {a.get('attempt')}: {str(a.get('verdict', '')).replace('_', ' ')}"
+                        + (f" — {what}" if what else "") + (f" at {_time(a['time'])}" if a.get("time") else ""))
+        lines += _block("attempts", body, color)
+
     coll = [g for g in report.groups if g.label in ("collateral", "independent")]
     if coll:
         body = []
