@@ -326,6 +326,12 @@ def _first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
     return out
 
 
+#: a plain uncaught exception this long before every failure a specific rule names is the first
+#: failure (closer than that, the specific one wins: the generic line may be its echo, its wrapper or
+#: a clock's error)
+GENERIC_LEAD_NS = 10 * NS
+
+
 #: a failure its rank's training progress goes on from for this long was survived (caught and
 #: retried: fairseq's "attempting to recover from OOM", a skipped batch), not what ended the job
 SURVIVED_NS = 120 * NS
@@ -391,6 +397,14 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     cands = [e for e in evs if _is_candidate(e, signalled) and id(e) not in survived]
     specific = [e for e in cands if e.rule.priority >= GENERIC_PRIORITY]
     pool = specific or cands
+    generic_lead: Ev | None = None  # the first specific failure, when a plain exception came long before it
+    if specific and len(specific) < len(cands):
+        timed = [e for e in specific if e.t is not None]
+        generic = [e for e in cands if e.rule.priority < GENERIC_PRIORITY and e.t is not None]
+        if timed and generic:
+            g, first = min(generic, key=Ev.sort_key), min(timed, key=Ev.sort_key)
+            if first.t - g.t > GENERIC_LEAD_NS + (g.unc or 0) + (first.unc or 0):
+                pool, generic_lead = cands, first  # minutes apart: the plain exception came first
     jobs = [e for e in evs if e.rule.role is Role.JOB]
     why: list[str] = []
     suspects: dict[int, float] = {}
@@ -502,7 +516,12 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             why.append(f"a mismatch is found by comparing ranks: {_who_text(r)} reported it"
                        + (f" against {'rank ' + other if other.isdecimal() else other}" if other else "")
                        + ", and the line does not say which side diverged")
-        if r.rule.priority < GENERIC_PRIORITY:
+        if r.rule.priority < GENERIC_PRIORITY and generic_lead is not None and generic_lead.t is not None \
+                and r.t is not None:
+            confidence -= 0.2
+            why.append(f"a plain uncaught exception, {(generic_lead.t - r.t) / NS:.0f} s before the first failure a "
+                       f"specific rule names ({_who_text(generic_lead)}, {generic_lead.rule.id})")
+        elif r.rule.priority < GENERIC_PRIORITY:
             confidence -= 0.25
             why.append("only a generic uncaught exception was found; no specific rule matched")
         if r.rank is None:

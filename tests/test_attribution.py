@@ -437,3 +437,19 @@ def test_a_restart_outside_a_log_dir_splits_the_job_into_attempts(engine):
     assert rep.verdict is Verdict.ROOT_CAUSE and rep.root_cause.rank == 1
     assert rep.root_cause.rule.startswith("storage.")
     assert {a["attempt"]: a["rank"] for a in rep.attempts} == {0: 3, 1: 1}
+
+
+def test_a_plain_exception_well_before_a_specific_failure_is_the_first(engine):
+    """Rank 2's ValueError comes 30 s before rank 5's EIO: the plain exception is the root (a specific
+    rule wins only when the two are close enough to be one event or a clock's error)."""
+    def rank_file(rank: int, t, last: str) -> str:
+        return join([f"{py(T0)} - INFO - train - step 10 | loss 2.0", f"{py(t)} - ERROR - train - failed",
+                     f"[rank{rank}]: Traceback (most recent call last):", f"[rank{rank}]: {last}",
+                     f"{py(t + timedelta(seconds=1))} - INFO - train - exiting"])
+
+    eio = "OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_0001/model.pt'"
+    for gap, root in ((30, 2), (3, 5)):
+        rep = run(engine, {"rank-2.log": rank_file(2, T0 + timedelta(seconds=60), "ValueError: cannot reshape array"),
+                           "rank-5.log": rank_file(5, T0 + timedelta(seconds=60 + gap), eio)},
+                  **{"rank-2.log": {"file_rank": 2}, "rank-5.log": {"file_rank": 5}})
+        assert rep.root_cause.rank == root, (gap, rep.root_cause.why)
