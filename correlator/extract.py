@@ -107,6 +107,8 @@ _TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
 _TABLE_EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)")
 _NCCL_COMM = re.compile(r"NCCL INFO (?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)")
 _RDZV_GROUP = re.compile(r"group_rank=(\d+)")
+_SYSLOG_HOST = re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.,+-]+) ([\w.-]+) kernel: ")
+_NCCL_BUS = re.compile(r"\bbusId ([0-9a-fA-F]{1,16})\b")
 _RAY_PG = re.compile(r"Setting up process group for: \S+ \[rank=(\d+)\]")
 _RAY_TRAIN = re.compile(r"(?:\bip=(?P<ip>[\d.]{7,15}), )?pid=(?P<pid>\d+)\) world_rank=(?P<rank>\d+), local_rank=(?P<local>\d+)")
 _RDZV_GLOBAL = re.compile(r"global_ranks=\[([\d, ]*)\]")
@@ -280,6 +282,10 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
         pid = pid or origin[1]
     if host is None and prefix.host:
         host = prefix.host
+    if host is None and " kernel: " in msg:  # a syslog / journal line: "Mar 23 16:10:00 gpu-a02 kernel: ..."
+        sm = _SYSLOG_HOST.match(msg)
+        if sm:
+            host = sm.group(1)
     if pid is None and prefix.pid is not None:
         pid = prefix.pid
     task = prefix.task
@@ -586,8 +592,11 @@ def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, ms
                       task=prefix.task, host=origin[0] if origin else None, pid=origin[1] if origin else None)
             if prefix.rank is not None and prefix.rank != who.rank:
                 return  # a sub-communicator's rank, not the global one
-            # (the communicator's size rides along: a sub-communicator's rank is not the global one)
-            state.identities.append(IdentityFact(who, prefix.task, state.src.path, f"nccl-init:{m.group(2)}"))
+            # (the communicator's size rides along: a sub-communicator's rank is not the global one;
+            # and the GPU's PCI bus id, which a kernel's Xid line names)
+            bus = _NCCL_BUS.search(msg)
+            state.identities.append(IdentityFact(who, prefix.task, state.src.path, f"nccl-init:{m.group(2)}"
+                                                 + (f":bus={bus.group(1).lower()}" if bus else "")))
     elif name == "ray-pg":
         m = _RAY_PG.search(msg)
         if m and prefix.pid is not None:  # the worker's pid is in Ray's "(pid=N)" tag

@@ -42,6 +42,8 @@ class IdentityMap:
     #: a file of one unprefixed writer (one process's own log) whose NCCL init lines for the whole
     #: job's communicator name one rank: that process's rank
     rank_of_path: dict[str, int] = field(default_factory=dict)
+    #: (host, PCI bus id) -> rank, from NCCL init lines of the job-wide communicator
+    by_host_bus: dict[tuple[str, int], int | None] = field(default_factory=dict)
     #: files that hold several workers' lines tagged by torchrun ([defaultN]:): a node's, not a rank's
     node_files: set[str] = field(default_factory=set)
     #: global ranks that no line states, with how they were inferred
@@ -56,9 +58,30 @@ def _group_key(path: str) -> str:
 def _comm_size(fact: IdentityFact) -> int | None:
     """The size of the NCCL communicator an init line was about (None for other statements)."""
     if fact.source.startswith("nccl-init:"):
-        n = fact.source.split(":", 1)[1]
+        n = fact.source.split(":")[1]
         return int(n) if n.isdecimal() else None
     return None
+
+
+def _bus_of(fact: IdentityFact) -> int | None:
+    """The PCI bus id an NCCL init line names (``busId 38000``), as a number."""
+    if ":bus=" in fact.source:
+        try:
+            return int(fact.source.rsplit(":bus=", 1)[1], 16)
+        except ValueError:
+            return None
+    return None
+
+
+def pci_bus(text: str) -> int | None:
+    """A kernel line's PCI address (``0000:38:00`` or ``0000:38:00.0``) as NCCL's busId number."""
+    digits = text.replace(":", "").replace(".", "")
+    if "." not in text:
+        digits += "0"
+    try:
+        return int(digits, 16)
+    except ValueError:
+        return None
 
 
 def build(digests: Sequence[Digest]) -> IdentityMap:
@@ -104,6 +127,9 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
                     imap.host_of_task.setdefault((_group_key(d.source.path), task), short_host(w.host))
             if w.local_rank is not None:
                 imap.local_of_rank.setdefault(w.rank, w.local_rank)
+                bus = _bus_of(f)
+                if bus is not None and w.host and _comm_size(f) == world:
+                    _once(imap.by_host_bus, (short_host(w.host) or "", bus), w.rank)
                 if task is None and (_comm_size(f) or world) == world:  # not a sub-communicator's rank
                     if w.host:
                         _once(imap.by_host_local, (short_host(w.host) or "", w.local_rank), w.rank)
@@ -258,6 +284,13 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
 
         for m in d.matches:
             w = who_of(m.who)
+            pci = m.capture("pci") if w.rank is None and w.host else None
+            if pci:  # a kernel's Xid line: the GPU's bus id, which that node's NCCL init lines tie to a rank
+                bus = pci_bus(pci)
+                rank = imap.by_host_bus.get((short_host(w.host) or "", bus)) if bus is not None else None
+                if rank is not None:
+                    w = replace(w, rank=rank, local_rank=w.local_rank if w.local_rank is not None
+                                else imap.local_of_rank.get(rank))
             matches.append(m if w == m.who else replace(m, who=w))
         for s in d.streams:
             w = who_of(s.who)

@@ -453,3 +453,18 @@ def test_a_plain_exception_well_before_a_specific_failure_is_the_first(engine):
                            "rank-5.log": rank_file(5, T0 + timedelta(seconds=60 + gap), eio)},
                   **{"rank-2.log": {"file_rank": 2}, "rank-5.log": {"file_rank": 5}})
         assert rep.root_cause.rank == root, (gap, rep.root_cause.why)
+
+
+def test_a_kernel_xid_line_names_the_rank_whose_gpu_is_on_that_bus(engine):
+    """A node's kernel log names only the GPU's PCI address; the ranks' NCCL init lines on that host
+    give each GPU's bus id (busId 38000 = 0000:38:00.0)."""
+    files = {f"rank-{r}.log": join([
+        f"gpu-a02:{1000 + r}:{1300 + r} [{r}] NCCL INFO ncclCommInitRank comm 0x55d1 rank {r} nranks 4 cudaDev {r} "
+        f"nvmlDev {r} busId {r + 1}8000 commId 0x5e1d - Init COMPLETE",
+        f"{py(T0)} - INFO - train - step 100 | loss 2.0"]) for r in range(4)}
+    files["kern-gpu-a02.log"] = join([
+        "Mar  2 14:10:00 gpu-a02 kernel: [1812345.123470] NVRM: Xid (PCI:0000:38:00): 79, pid='<unknown>', "
+        "name=<unknown>, GPU has fallen off the bus."])
+    rep = run(engine, files, **{f"rank-{r}.log": {"file_rank": r} for r in range(4)})
+    assert rep.root_cause.rule == "gpu-hardware.fallen-off-bus"
+    assert (rep.root_cause.rank, rep.root_cause.host) == (2, "gpu-a02")
