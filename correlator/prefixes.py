@@ -30,6 +30,8 @@ _PREFIX = re.compile(
     r"(?:\[rank(?P<rank>\d{1,6})\]:)?"
 )
 _MPI = re.compile(r"\[(?P<job>\d+),(?P<rank>\d{1,6})\]<std(?:out|err)>:")
+#: mpirun --timestamp-output: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:message"
+_MPI_STAMPED = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?): \[(?P<job>\d+),(?P<rank>\d{1,6})\]<std(?:out|err)>:")
 #: a plain line naming its rank inside the message (no prefix): ``[Rank 5] ...``, ``[RANK 5]``, or
 #: a logger's bracket that ends with it (OLMo: ``CRITICAL [olmo.util:158, rank=6] ...``)
 _RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]|\[[^\[\]\n]{0,80}?,\s*rank=(\d{1,6})\]")
@@ -75,6 +77,9 @@ def split_prefix(line: str) -> tuple[Prefix, str]:
         if mp:
             rank = int(mp.group("rank"))
             return Prefix(None, None, rank, mp.end()), line[mp.end():].lstrip(" ")
+        ms = _MPI_STAMPED.match(line) if line[:1].isdigit() else None
+        if ms:  # the stamp stays with the message, where the time is read
+            return Prefix(None, None, int(ms.group("rank")), ms.end()), f"{ms.group('stamp')} {line[ms.end():].lstrip(' ')}"
         return NO_PREFIX, line
     assert m is not None
     task = int(m.group("task")) if m.group("task") else None

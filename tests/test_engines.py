@@ -205,6 +205,8 @@ _WINDOW_LINES = [
     "bench.cn-n001.nolog [stderr] [rank14]: {py} step {n}",
     "bench.cn-n002.nolog [stdout] plain step {n}",
     "(pid=34272) {py} step {n}",
+    "2026-03-02T14:00:44.884Z: [1,12]<stdout>:step {n}",
+    "2026-03-02T14:00:45.001Z: [1,3]<stderr>:gpu-a01:815:864 [0] NCCL INFO Using network IB",
 ]
 
 

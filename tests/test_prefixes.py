@@ -57,3 +57,10 @@ def test_split_never_raises(text):
 def test_pdsh_and_ray_prefixes(line, host, pid, rank, msg):
     p, m = split_prefix(line)
     assert (p.host, p.pid, p.rank, m) == (host, pid, rank, msg)
+
+
+def test_mpirun_timestamp_output_tag_gives_the_rank_and_keeps_the_stamp():
+    prefix, msg = split_prefix("2019-06-02T16:13:44.884Z: [1,12]<stdout>:gpu-a01:815:864 [0] NCCL WARN NET/IB : x")
+    assert prefix.rank == 12 and prefix.task is None
+    assert msg == "2019-06-02T16:13:44.884Z gpu-a01:815:864 [0] NCCL WARN NET/IB : x"
+    assert split_prefix("2019-06-02T16:13:44.884Z: not a tag")[0].rank is None
