@@ -405,6 +405,17 @@ def _parse_line(raw: bytes) -> tuple[Prefix, str]:
     return split_prefix(_decode(raw))
 
 
+def _with_stamp(prefix: Prefix, msg: str) -> str:
+    """The message with the stamp its launcher tag carried (mpirun --timestamp-output), for reading
+    its time; rules match the message alone."""
+    return f"{prefix.stamp} {msg}" if prefix.stamp else msg
+
+
+def _line_stamp(state: _State, raw: bytes) -> Parsed | None:
+    prefix, msg = _parse_line(raw)
+    return _stamp_of(state, _with_stamp(prefix, msg))
+
+
 def _stamp_of(state: _State, msg: str) -> Parsed | None:
     p = state.stamps.parse(msg)
     if p is not None:
@@ -451,7 +462,7 @@ def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple)
     lo_dist = 0
     if i < 0:
         for n, (s, e) in enumerate(buf.writer_before(start, pbytes, LOOK_LINES), 1):
-            p = _stamp_of(state, _parse_line(data[s:e])[1])
+            p = _line_stamp(state, data[s:e])
             if p is not None:
                 lo, lo_at, lo_dist = p.time_ns, base + s, n
                 break
@@ -475,7 +486,7 @@ def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple)
             if ceiling is not None and s + len(pbytes) > ceiling:
                 break
             after.append(base + s)
-            p = _stamp_of(state, _parse_line(data[s:e])[1])
+            p = _line_stamp(state, data[s:e])
             if p is not None:
                 hi = p.time_ns + p.resolution_ns
                 break
@@ -695,7 +706,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         if not found:
             continue
         top = max(r.priority for r, _, _ in found)
-        p = _stamp_of(state, msg)
+        p = _stamp_of(state, _with_stamp(prefix, msg))
         if p is not None:
             t, lo, hi, kind = p.time_ns, p.time_ns, p.time_ns + p.resolution_ns, TimeKind.OWN
             state.last_stamp[key] = p.time_ns
@@ -767,7 +778,7 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
             if key in seen_first:
                 if b"step" not in raw and b"iter" not in raw and b"Step" not in raw:
                     continue
-            p = _stamp_of(state, msg)
+            p = _stamp_of(state, _with_stamp(prefix, msg))
             if p is not None and key not in seen_first:
                 seen_first.add(key)
                 if w.first_ns is None or p.time_ns < w.first_ns:
@@ -775,7 +786,7 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
         else:
             w.lines += 1
             w.last_offset = max(w.last_offset, line_offset)
-            p = _stamp_of(state, msg)
+            p = _stamp_of(state, _with_stamp(prefix, msg))
             if p is not None:
                 w.last_ns = p.time_ns
                 state.last_stamp[key] = p.time_ns
@@ -867,7 +878,7 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
     def stamp(s: int) -> Parsed | None:
         if s not in cache:
             a, b = span(s)
-            cache[s] = _stamp_of(state, _parse_line(data[a:b])[1])
+            cache[s] = _line_stamp(state, data[a:b])
         return cache[s]
 
     def nonblank(s: int) -> bool:

@@ -26,12 +26,14 @@ _PREFIX = re.compile(
     # or its IP address, as a hostfile may name the workers: "10.0.0.6: "
     r"|(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}): )?"
     r"(?:\s{0,6}(?P<task>\d{1,6}): )?"
+    # torchrun with a log-line prefix template naming the host: "[gpu187:2]:", "[node1:4]:"
+    r"(?:\[(?P<hl_host>[A-Za-z][\w.-]{0,60}):(?P<hl_local>\d{1,5})\]:)?"
     r"(?:\[(?!rank\d)(?P<role>[A-Za-z_][A-Za-z_]*?)(?P<local>\d{1,5})\]:)?"
     r"(?:\[rank(?P<rank>\d{1,6})\]:)?"
 )
-_MPI = re.compile(r"\[(?P<job>\d+),(?P<rank>\d{1,6})\]<std(?:out|err)>:")
+_MPI = re.compile(r"\[(?P<job>\d+),(?:mpirank:)?(?P<rank>\d{1,6})(?:,[^\]\s]{1,80})?\]<std(?:out|err)>:")
 #: mpirun --timestamp-output: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:message"
-_MPI_STAMPED = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?): \[(?P<job>\d+),(?P<rank>\d{1,6})\]<std(?:out|err)>:")
+_MPI_STAMPED = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?): \[(?P<job>\d+),(?:mpirank:)?(?P<rank>\d{1,6})(?:,[^\]\s]{1,80})?\]<std(?:out|err)>:")
 #: a plain line naming its rank inside the message (no prefix): ``[Rank 5] ...``, ``[RANK 5]``, or
 #: a logger's bracket that ends with it (OLMo: ``CRITICAL [olmo.util:158, rank=6] ...``)
 _RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]|\[[^\[\]\n]{0,80}?,\s*rank=(\d{1,6})\]")
@@ -53,6 +55,8 @@ class Prefix:
     host: str | None = None
     #: the process a Ray actor tag names
     pid: int | None = None
+    #: a time stamp the launcher put in the tag (mpirun --timestamp-output), read as the line's
+    stamp: str = ""
 
     @property
     def key(self) -> tuple:
@@ -78,14 +82,17 @@ def split_prefix(line: str) -> tuple[Prefix, str]:
             rank = int(mp.group("rank"))
             return Prefix(None, None, rank, mp.end()), line[mp.end():].lstrip(" ")
         ms = _MPI_STAMPED.match(line) if line[:1].isdigit() else None
-        if ms:  # the stamp stays with the message, where the time is read
-            return Prefix(None, None, int(ms.group("rank")), ms.end()), f"{ms.group('stamp')} {line[ms.end():].lstrip(' ')}"
+        if ms:
+            return (Prefix(None, None, int(ms.group("rank")), ms.end(), stamp=ms.group("stamp")),
+                    line[ms.end():].lstrip(" "))
         return NO_PREFIX, line
     assert m is not None
     task = int(m.group("task")) if m.group("task") else None
     local = int(m.group("local")) if m.group("local") else None
+    if local is None and m.group("hl_local"):
+        local = int(m.group("hl_local"))
     rank = int(m.group("rank")) if m.group("rank") else None
-    host = m.group("host") or m.group("ip")
+    host = m.group("host") or m.group("ip") or m.group("hl_host")
     pid = int(m.group("pid")) if m.group("pid") else None
     msg = line[end:]
     if rank is None and local is None and task is None and (host or pid):

@@ -524,6 +524,8 @@ STAMP_HINTS = (rb"[0-9\x80-\xbf]:[0-5]", rb"^\[?(?:1[5-9]|2[0-4])")
 MAYBE_PREFIX = (rb"\n(?:[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9.\x80-\xff]{1,24}: |\[[A-Za-z_]+[0-9\x80-\xff]"
                 # mpirun --timestamp-output: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:"
                 rb"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{8,20}Z?: \[[0-9]+,"
+                # a host:local-rank tag ("[ip-10-0-1-5:3]:")
+                rb"|\[[A-Za-z][A-Za-z0-9_.-]{0,60}:[0-9]{1,5}\]:"
                 rb"|\[[0-9\x80-\xff]+,|[A-Za-z][A-Za-z0-9_.-]{0,40}[0-9\x80-\xff][A-Za-z0-9_.\x80-\xff-]{0,160}: "
                 rb"|\((?:[A-Za-z_][\w.\x80-\xff]{0,240} )?pid=|[^ \t\n\[]{1,800} \[std(?:out|err)\])")
 NCCL_LINE = rb" NCCL "

@@ -61,6 +61,17 @@ def test_pdsh_and_ray_prefixes(line, host, pid, rank, msg):
 
 def test_mpirun_timestamp_output_tag_gives_the_rank_and_keeps_the_stamp():
     prefix, msg = split_prefix("2019-06-02T16:13:44.884Z: [1,12]<stdout>:gpu-a01:815:864 [0] NCCL WARN NET/IB : x")
-    assert prefix.rank == 12 and prefix.task is None
-    assert msg == "2019-06-02T16:13:44.884Z gpu-a01:815:864 [0] NCCL WARN NET/IB : x"
+    assert prefix.rank == 12 and prefix.task is None and prefix.stamp == "2019-06-02T16:13:44.884Z"
+    assert msg == "gpu-a01:815:864 [0] NCCL WARN NET/IB : x"
     assert split_prefix("2019-06-02T16:13:44.884Z: not a tag")[0].rank is None
+    # SageMaker's mpirun: "[1,mpirank:7,algo-1]<stderr>:"
+    prefix, msg = split_prefix("[1,mpirank:7,algo-1]<stderr>:FileNotFoundError: [Errno 2] No such file")
+    assert prefix.rank == 7 and msg.startswith("FileNotFoundError")
+
+
+def test_host_and_local_rank_tag():
+    prefix, msg = split_prefix("[gpu187:2]:torch.cuda.OutOfMemoryError: CUDA out of memory.")
+    assert (prefix.host, prefix.local_rank, prefix.rank) == ("gpu187", 2, None)
+    assert msg.startswith("torch.cuda.OutOfMemoryError")
+    prefix, msg = split_prefix("[ip-10-0-1-5:3]:[rank11]:ValueError: x")
+    assert (prefix.host, prefix.local_rank, prefix.rank, msg) == ("ip-10-0-1-5", 3, 11, "ValueError: x")
