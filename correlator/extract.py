@@ -411,19 +411,21 @@ def _with_stamp(prefix: Prefix, msg: str) -> str:
     return f"{prefix.stamp} {msg}" if prefix.stamp else msg
 
 
-def _line_stamp(state: _State, raw: bytes) -> Parsed | None:
+def _line_stamp(state: _State, raw: bytes, observe: bool = True) -> Parsed | None:
     prefix, msg = _parse_line(raw)
-    return _stamp_of(state, _with_stamp(prefix, msg))
+    return _stamp_of(state, _with_stamp(prefix, msg), observe)
 
 
-def _stamp_of(state: _State, msg: str) -> Parsed | None:
+def _stamp_of(state: _State, msg: str, observe: bool = True) -> Parsed | None:
+    """The line's stamp; a full date also becomes the reference for year-less stamps after it
+    (``observe``: not from the head/tail windows, whose two paths visit lines in different orders)."""
     p = state.stamps.parse(msg)
     if p is not None:
         if p.tz_assumed:
             state.tz_assumed = True
         if p.year_inferred:
             state.year_inferred = True
-        else:
+        elif observe:
             state.stamps.observe(p)
     return p
 
@@ -778,7 +780,7 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
             if key in seen_first:
                 if b"step" not in raw and b"iter" not in raw and b"Step" not in raw:
                     continue
-            p = _stamp_of(state, _with_stamp(prefix, msg))
+            p = _stamp_of(state, _with_stamp(prefix, msg), False)  # (not observed: see _stamp_of)
             if p is not None and key not in seen_first:
                 seen_first.add(key)
                 if w.first_ns is None or p.time_ns < w.first_ns:
@@ -786,7 +788,7 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
         else:
             w.lines += 1
             w.last_offset = max(w.last_offset, line_offset)
-            p = _stamp_of(state, _with_stamp(prefix, msg))
+            p = _stamp_of(state, _with_stamp(prefix, msg), False)  # (not observed: see _stamp_of)
             if p is not None:
                 w.last_ns = p.time_ns
                 state.last_stamp[key] = p.time_ns
@@ -878,7 +880,7 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
     def stamp(s: int) -> Parsed | None:
         if s not in cache:
             a, b = span(s)
-            cache[s] = _line_stamp(state, data[a:b])
+            cache[s] = _line_stamp(state, data[a:b], False)  # (not observed: see _stamp_of)
         return cache[s]
 
     def nonblank(s: int) -> bool:

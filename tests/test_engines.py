@@ -208,6 +208,7 @@ _WINDOW_LINES = [
     "2026-03-02T14:00:44.884Z: [1,12]<stdout>:step {n}",
     "2026-03-02T14:00:45.001Z: [1,3]<stderr>:gpu-a01:815:864 [0] NCCL INFO Using network IB",
     "[node1:4]:{py} step {n}",
+    "2025-12-31T23:59:59.000Z: [1,4]<stdout>:step {n}",  # a run across New Year: glog years follow both ways alike
     "[ip-10-0-1-5:3]:[rank11]:{py} iteration {n}",
 ]
 
