@@ -181,12 +181,11 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     known = _known_ranks(matches, streams, imap)
     bounds = _restart_bounds(matches, rules)
     if bounds and all(m.attempt is None for m in matches):
-        # a torchelastic restart outside a --log-dir layout: the agents' "will restart worker group"
-        # lines divide the job into attempts, by time
-        # (by the earliest time a line can have: an unstamped traceback's inherited time may be the
-        # next stamped line's, which after a restart is the new process's)
-        # Another node's agent stopping its workers shortly after a restart line belongs to the
-        # attempt that ended.
+        # A torchelastic restart outside a --log-dir layout: the agents' "will restart worker group"
+        # lines divide the job into attempts by time -- a line's earliest possible time (an unstamped
+        # traceback may have inherited the next stamped line's, the new process's after a restart),
+        # and another node's agent stopping its workers just after a restart line is in the attempt
+        # that ended.
         def attempt_of(m: Match) -> int:
             t = m.lo_ns if m.lo_ns is not None else m.time_ns
             assert t is not None
