@@ -18,6 +18,7 @@ from statistics import median
 from correlator.clocks import ClockEstimate
 from correlator.identity import compress_ranks
 from correlator.model import (
+    SURVIVED_NOTE_END,
     ChainLink, ClockRow, CollateralItem, Evidence, Group, Label, Match, RankRow, RankState, Role, RootCause,
     Rule, StreamFacts, TimeKind, TimelineEvent, Verdict, Who, iso,
 )
@@ -357,7 +358,7 @@ def _survived(evs: Sequence[Ev], streams: Sequence[StreamFacts], until_ns: int |
         if t - e.t > SURVIVED_NS:
             out[id(e)] = (f"rank {e.rank} went on after its {e.rule.id} at {iso(e.t)}: its progress reached "
                           f"{'step ' + str(step) if step is not None else 'later steps'} {(t - e.t) / NS / 60:.0f} min later "
-                          f"(the failure was caught and survived)")
+                          f"{SURVIVED_NOTE_END}")
     return out
 
 

@@ -14,6 +14,8 @@ import re
 from enum import Enum
 from typing import Any
 
+from correlator.model import field_names
+
 MASK = "***"
 
 # (name, pattern, replacement). Order matters: specific shapes before generic key=value ones.
@@ -120,14 +122,6 @@ _LINE_FIELDS = frozenset({"text", "context"})
 
 #: scalars no secret hides in (checked by type first: a 4096-rank report has ~200,000 values)
 _PLAIN = (int, float, bool, type(None))
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
 
 
 def _walk(value: Any, lines: _Lines | None = None) -> Any:
@@ -149,7 +143,7 @@ def _walk(value: Any, lines: _Lines | None = None) -> Any:
         return value if all(new[k] is v for k, v in value.items()) else new
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes = {}
-        for name in _field_names(cls):
+        for name in field_names(cls):
             v = getattr(value, name)
             w = _walk(v, lines if name in _LINE_FIELDS else None)
             if w is not v:

@@ -10,12 +10,11 @@ import json
 from enum import Enum
 from typing import Any
 
-from correlator.model import Report
+from correlator.model import Report, field_names
 
 SCHEMA = "correlate.report/1"
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -28,10 +27,7 @@ def _plain(value: Any) -> Any:
     if cls is list or cls is tuple:
         return [_plain(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = _FIELDS.get(cls)
-        if names is None:
-            names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(value))
-        return {name: _plain(getattr(value, name)) for name in names}
+        return {name: _plain(getattr(value, name)) for name in field_names(cls)}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

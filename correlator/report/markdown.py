@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 
 from correlator.identity import compress_ranks
-from correlator.model import UNDETERMINED_NOTE, Report, RootCause, TimelineEvent, Verdict
+from correlator.model import SURVIVED_NOTE_END, UNDETERMINED_NOTE, Report, RootCause, TimelineEvent, Verdict
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out
 TIMELINE_LIMIT = 200
@@ -84,6 +84,12 @@ def parse_iso(text: str | None) -> float | None:
     """Seconds since the epoch of a report time, or None."""
     dt = parse_dt(text)
     return dt.timestamp() if dt is not None else None
+
+
+def survived_notes(report: Report) -> list[str]:
+    """The failures the ranks went on from, as the attribution said them (also used by terminal.py)."""
+    return [d.message[len(UNDETERMINED_NOTE):] for d in report.diagnostics
+            if d.path is None and d.message.startswith(UNDETERMINED_NOTE) and d.message.endswith(SURVIVED_NOTE_END)]
 
 
 def unread_notes(report: Report) -> list[str]:
@@ -450,8 +456,7 @@ def _root_section(report: Report) -> list[str]:
     if root is None:
         out = ["## Root cause", ""]
         if report.verdict == Verdict.NO_FAILURE:
-            survived = [d.message[len(UNDETERMINED_NOTE):] for d in report.diagnostics
-                        if d.path is None and d.message.startswith(UNDETERMINED_NOTE) and "survived" in d.message]
+            survived = survived_notes(report)
             if survived:
                 out += ["No failure ended the job: the ranks went on from the failures they logged.", ""]
                 out += [f"- {md_escape(x)}" for x in survived] + [""]

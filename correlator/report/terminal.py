@@ -9,6 +9,7 @@ import textwrap
 
 from correlator.identity import expand_ranks
 from correlator.model import UNDETERMINED_NOTE, Report, Verdict
+from correlator.report.markdown import survived_notes
 
 _W = 14  # width of the left label column
 _WIDTH = 100
@@ -92,10 +93,9 @@ def render(report: Report, color: bool = False) -> str:
         lines += _block("job ended", body, color, "1;33")
     elif v is Verdict.NO_FAILURE:
         body = ["no failure, timeout or teardown was found in the logs"]
-        for d in report.diagnostics:  # failures the ranks went on from
-            if d.path is None and d.message.startswith(UNDETERMINED_NOTE) and "survived" in d.message and len(body) < 8:
-                wrapped = _wrap(d.message[len(UNDETERMINED_NOTE):], 2)
-                body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
+        for note in survived_notes(report)[:3]:  # failures the ranks went on from
+            wrapped = _wrap(note, 2)
+            body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
         lines += _block("no failure", body, color, "1;32")
     else:
         seen = any(g.label in ("collateral", "independent", "root") for g in report.groups)
