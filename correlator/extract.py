@@ -98,6 +98,10 @@ def _line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
             out.add(m.group(1))
         out.update(nl.findall(text))
     return out
+
+
+#: torchrun's --tee tag of a node's worker at a line start ("[default3]:", behind an srun label)
+_LOCAL_TAG_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?\[(?!rank\d)[A-Za-z_]+(\d{1,5})\]:")
 _PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?\s*(\d{1,9})\b")
 #: what follows the number of slurmstepd's "*** STEP 612604.0 ON node14 CANCELLED ...": a job step,
 #: not training progress (checked where a ``_PROGRESS`` match ends, in both window paths)
@@ -232,12 +236,14 @@ class _State:
         self.scans: dict[tuple, _Scan] = {}
 
     def check_writers(self, region: bytes) -> None:
-        """A file whose lines carry several ranks' prefixes is a combined stream: a number in its
-        name (``train-hgx-001.log``) names a node or a job, not a rank."""
+        """A file whose lines carry several ranks' prefixes is a combined stream, and one with
+        several workers' --tee tags ([default0]:, [default1]:) a node's: a number in its name
+        (``train-hgx-001.log``) names a node or a job, not a rank -- for the agent's untagged lines too."""
         if self.src.file_rank is None:
             return
-        ranks = _line_start_captures(region[:ONE_WRITER_PROBE], getattr(self.engine.scanner, "name", "") == "hyperscan")
-        if len(ranks) >= 2:
+        probe = region[:ONE_WRITER_PROBE]
+        ranks = _line_start_captures(probe, getattr(self.engine.scanner, "name", "") == "hyperscan")
+        if len(ranks) >= 2 or len(set(_LOCAL_TAG_NL.findall(b"\n" + probe))) >= 2:
             from dataclasses import replace
 
             self.src = replace(self.src, file_rank=None)

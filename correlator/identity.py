@@ -44,8 +44,6 @@ class IdentityMap:
     rank_of_path: dict[str, int] = field(default_factory=dict)
     #: (host, PCI bus id) -> rank, from NCCL init lines of the job-wide communicator
     by_host_bus: dict[tuple[str, int], int | None] = field(default_factory=dict)
-    #: files that hold several workers' lines tagged by torchrun ([defaultN]:): a node's, not a rank's
-    node_files: set[str] = field(default_factory=set)
     #: global ranks that no line states, with how they were inferred
     inferred_how: dict[int, str] = field(default_factory=dict)
 
@@ -89,9 +87,6 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
     local_max = -1
     world = max((n for d in digests for f in d.identities for n in [_comm_size(f)] if n), default=None)
     for d in digests:
-        if d.source.file_local_rank is None and len({s.who.local_rank for s in d.streams
-                                                     if s.who.local_rank is not None and s.who.task is None}) > 1:
-            imap.node_files.add(d.source.path)
         if all(s.who.local_rank is None and s.who.rank in (None, d.source.file_rank) and s.who.task is None
                for s in d.streams):
             said = {f.who.rank for f in d.identities
@@ -250,10 +245,6 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
             if len(hosts) == 1:  # a one-writer file (a rank's own log) whose NCCL lines name its host
                 who = replace(who, host=hosts.pop())
         w, inferred = resolve(who, d.source.path, imap, d.source.file_node)
-        if (w.rank is not None and w.rank == d.source.file_rank and who.task is None
-                and d.source.path in imap.node_files):
-            # a node's file (its workers tagged [defaultN]:) named like a rank's: the name says nothing
-            w, inferred = resolve(replace(who, rank=None), d.source.path, imap, d.source.file_node)
         said = imap.rank_of_path.get(d.source.path)
         if said is not None and who.local_rank is None and who.task is None and (
                 w.rank is None or (w.rank == d.source.file_rank and w.rank != said)):
