@@ -102,6 +102,22 @@ def _line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
 
 #: torchrun's --tee tag of a node's worker at a line start ("[default3]:", behind an srun label)
 _LOCAL_TAG_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?\[(?!rank\d)[A-Za-z_]+(\d{1,5})\]:")
+#: how far into a file named like a rank's its workers' --tee tags are looked for (a node's workers
+#: all start at once: their tags are in the first lines)
+LOCAL_TAG_PROBE = 64 << 10
+
+
+def _several_local_tags(text: bytes) -> bool:
+    """Whether lines of ``text`` carry two different --tee tags ([default0]:, [default1]:)."""
+    first = _LOCAL_TAG_NL.match(b"\n" + text[:200])
+    seen = {first.group(1)} if first else set()
+    for m in _LOCAL_TAG_NL.finditer(text):
+        seen.add(m.group(1))
+        if len(seen) >= 2:
+            return True
+    return False
+
+
 _PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?\s*(\d{1,9})\b")
 #: what follows the number of slurmstepd's "*** STEP 612604.0 ON node14 CANCELLED ...": a job step,
 #: not training progress (checked where a ``_PROGRESS`` match ends, in both window paths)
@@ -243,7 +259,7 @@ class _State:
             return
         probe = region[:ONE_WRITER_PROBE]
         ranks = _line_start_captures(probe, getattr(self.engine.scanner, "name", "") == "hyperscan")
-        if len(ranks) >= 2 or len(set(_LOCAL_TAG_NL.findall(b"\n" + probe))) >= 2:
+        if len(ranks) >= 2 or _several_local_tags(probe[:LOCAL_TAG_PROBE]):
             from dataclasses import replace
 
             self.src = replace(self.src, file_rank=None)
