@@ -1,0 +1,64 @@
+"""Logs of real jobs, recorded under fault injection, run through the whole pipeline.
+
+Each folder under ``tests/recorded/`` holds the logs a real launcher wrote (torchrun ``--tee`` /
+``--log-dir``, one file per rank, several torchrun agents as nodes, Lightning, SLURM), a
+``README.md`` saying what was injected, the exact command and the versions that ran, and an
+``expected.toml`` whose truth comes from the injection plan, never from what the tool prints:
+
+    verdict = "root_cause" | "job_level" | "no_failure" | "undetermined"
+    root_rank = 2                          # the rank the fault was injected on
+    rule = "python.uncaught-exception"     # when one rule names the injected fault
+    rule_any = ["a", "b"]                  # when several rules name it
+
+``benchmarks/realjobs/record.py`` writes most of them (CI does not rerun the jobs: it reads the
+committed recordings).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from correlator.pipeline import Options, analyze
+
+ROOT = Path(__file__).parent / "recorded"
+CASES = sorted(p.parent for p in ROOT.glob("*/expected.toml")) if ROOT.is_dir() else []
+KEYS = {"verdict", "root_rank", "rule", "rule_any"}
+MAX_CASE_BYTES = 5_000_000
+
+
+def _expected(case: Path) -> dict:
+    exp = tomllib.loads((case / "expected.toml").read_text(encoding="utf-8"))
+    unknown = set(exp) - KEYS
+    assert not unknown, f"{case.name}/expected.toml: unknown keys {sorted(unknown)}"
+    return exp
+
+
+def test_cases_are_complete() -> None:
+    assert len(CASES) >= 30
+    for case in CASES:
+        assert (case / "README.md").is_file(), f"{case.name}: no README.md"
+        assert (case / "expected.toml").is_file(), f"{case.name}: no expected.toml"
+        files = [p for p in case.rglob("*") if p.is_file()]
+        logs = [p for p in files if p.name not in {"README.md", "expected.toml"}]
+        assert logs, f"{case.name}: no log file"
+        size = sum(p.stat().st_size for p in files)
+        assert size < MAX_CASE_BYTES, f"{case.name}: {size} bytes, over 5 MB"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_recorded_job(case: Path) -> None:
+    exp = _expected(case)
+    report = analyze([str(case)], Options(tz="UTC", workers=1))
+    rc = report.root_cause
+    got = (f"verdict={report.verdict.value} rank={rc.rank if rc else None} "
+           f"rule={rc.rule if rc else None} why={list(rc.why) if rc else []}")
+    assert report.verdict.value == exp["verdict"], got
+    if "root_rank" in exp:
+        assert rc is not None and rc.rank == exp["root_rank"], got
+    if "rule" in exp:
+        assert rc is not None and rc.rule == exp["rule"], got
+    if "rule_any" in exp:
+        assert rc is not None and rc.rule in exp["rule_any"], got
