@@ -15,7 +15,8 @@ with one row; every column is one field of ``Digest``, nested types follow ``cor
                              captures: list<struct<0: string, 1: string>>,   # (name, value) pairs
                              context: list<string>, attempt: int64?, tz_assumed: bool>>
     streams      list<struct<who: Who, path: string, lines: int64, first_ns: int64?, last_ns: int64?,
-                             last_offset: int64, last_step: int64?, last_step_ns: int64?, attempt: int64?>>
+                             last_offset: int64, last_step: int64?, last_step_ns: int64?, attempt: int64?,
+                             last_step_offset: int64?>>
     anchors      list<struct<kind: string, key: string, who: Who, time_ns: int64, path: string>>
     identities   list<struct<who: Who, origin_task: int64?, origin_path: string, source: string,
                              time_ns: int64?, exitcode: int64?, is_root_entry: bool>>

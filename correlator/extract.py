@@ -207,6 +207,7 @@ class _Writer:
     last_offset: int = 0
     last_step: int | None = None
     last_step_ns: int | None = None
+    last_step_offset: int | None = None
     who: Who = field(default_factory=Who)
 
 
@@ -823,6 +824,7 @@ def _window_facts(state: _State, data: bytes, base_offset: int, writers: dict[tu
         if w.last_step is None or step >= w.last_step:
             # a progress line counts even without a stamp of its own (its time is then unknown)
             w.last_step, w.last_step_ns = step, (p.time_ns if p is not None else None)
+            w.last_step_offset = line_offset
         if p is None:
             continue
         akey = ("step", str(step), key)
@@ -1013,7 +1015,8 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             eligible = [(s, step, e) for s, step, e in progress.get(k, ())
                         if s == f_at or (s > f_at and (data.find(b"step", s, e) >= 0 or data.find(b"iter", s, e) >= 0
                                                        or data.find(b"Step", s, e) >= 0))]
-            new += _progress_facts(state, w, k, anchors, eligible, stamp, head=True, who_at=who_at)
+            new += _progress_facts(state, w, k, anchors, eligible, stamp, head=True, who_at=who_at,
+                                   base_offset=base_offset)
             continue
         if mine is None:
             body_end = n - 1 if data.endswith(b"\n") else n
@@ -1034,7 +1037,8 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
             assert p is not None
             w.last_ns = p.time_ns
             state.last_stamp[k] = p.time_ns
-        new += _progress_facts(state, w, k, anchors, progress.get(k, []), stamp, head=False, who_at=who_at)
+        new += _progress_facts(state, w, k, anchors, progress.get(k, []), stamp, head=False, who_at=who_at,
+                               base_offset=base_offset)
     _add_anchors(anchors, [(akey, anchor) for _s, _step, akey, anchor in sorted(new, key=lambda x: x[0])], head)
     return True
 
@@ -1115,7 +1119,7 @@ def _scan_window(data: bytes, finder, start: int = 0, prev: tuple | None = None)
 
 def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, Anchor],
                     progress: list[tuple[int, int, int]], stamp, head: bool,
-                    who_at) -> list[tuple[int, str, tuple, Anchor]]:
+                    who_at, base_offset: int = 0) -> list[tuple[int, str, tuple, Anchor]]:
     """The last step and the new step anchors of one writer from its progress lines, as the
     line-by-line loop would find them, parsing as few stamps as that allows. Anchors are
     returned with their line offsets, for the caller to insert in line order."""
@@ -1134,6 +1138,7 @@ def _progress_facts(state: _State, w: _Writer, key: tuple, anchors: dict[tuple, 
             if p is None and head:
                 continue
             w.last_step, w.last_step_ns = step, (p.time_ns if p is not None else None)
+            w.last_step_offset = base_offset + s
             break
         else:
             continue
@@ -1328,7 +1333,7 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
     for key, w in writers.items():
         lines = lines_total if single and len(writers) == 1 else w.lines
         streams.append(StreamFacts(w.who, src.path, lines, w.first_ns, w.last_ns, w.last_offset,
-                                   w.last_step, w.last_step_ns, src.attempt))
+                                   w.last_step, w.last_step_ns, src.attempt, w.last_step_offset))
     matches = list(state.matches)
     for kept in state.tail_keep.values():
         matches.extend(kept)

@@ -133,6 +133,7 @@ class _Source:
         for s in d.streams:
             key = (s.who.rank, s.who.local_rank, s.who.task)
             s = replace(s, last_offset=s.last_offset + base_offset,
+                        last_step_offset=None if s.last_step_offset is None else s.last_step_offset + base_offset,
                         lines=max(0, s.lines - back_lines) if single else s.lines)
             old = self.streams.get(key)
             if old is None or whole:
@@ -147,6 +148,7 @@ class _Source:
                 last_offset=max(old.last_offset, s.last_offset),
                 last_step=s.last_step if s.last_step is not None else old.last_step,
                 last_step_ns=s.last_step_ns if s.last_step is not None else old.last_step_ns,
+                last_step_offset=s.last_step_offset if s.last_step is not None else old.last_step_offset,
             )
         for a in d.anchors:
             key = (a.kind, a.key, a.who)

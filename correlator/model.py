@@ -227,6 +227,9 @@ class StreamFacts:
     last_step: int | None = None
     last_step_ns: int | None = None
     attempt: int | None = None
+    #: byte offset of the line that gave ``last_step``: a failure of this writer before it, in the
+    #: same source, was followed by training progress (its lifecycle went on)
+    last_step_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

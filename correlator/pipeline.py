@@ -198,22 +198,27 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     if bounds and attempts and attempts[-1] < len(bounds) and any(
             max(s.last_step_ns or 0, s.last_ns or 0) > bounds[-1] + RESTART_GAP_NS for s in streams):
         attempts.append(len(bounds))  # the attempt after the last restart ran on, quietly
+    facts = [f for d in digests for f in d.identities]
+    ranks_of_host: dict[str, set[int]] = {}
+    for r, h in imap.host_of_rank.items():
+        ranks_of_host.setdefault(h, set()).add(r)
     per_attempt = []
     if len(attempts) > 1:
         for a in reversed(attempts):
             ms = [m for m in matches if m.attempt in (a, None)]
             ss = [s for s in streams if s.attempt in (a, None)]
             o = attribution.attribute(ms, ss, rules, est, known, skew_note=skew_note, single_node=imap.single_node,
-                                      inferred=imap.inferred_how,
+                                      inferred=imap.inferred_how, facts=facts, ranks_of_host=ranks_of_host,
                                       until_ns=bounds[a] if bounds and a < len(bounds) else None)
             per_attempt.append((a, o))
         out = per_attempt[0][1]
     else:
         out = attribution.attribute(matches, streams, rules, est, known, skew_note=skew_note,
-                                    single_node=imap.single_node, inferred=imap.inferred_how)
+                                    single_node=imap.single_node, inferred=imap.inferred_how, facts=facts,
+                                    ranks_of_host=ranks_of_host)
     attribution.table_root(out, [f for d in digests for f in d.identities], rules)
     if out.root is None:  # what kept the verdict from naming a rank, said where every format shows it
-        all_diags.extend(Diagnostic("info", None, f"{UNDETERMINED_NOTE}{w}") for w in getattr(out, "why", ()))
+        all_diags.extend(Diagnostic("info", None, f"{UNDETERMINED_NOTE}{w}") for w in out.why)
     groups, chain, items = attribution.groups_and_chain(out)
     tl = attribution.timeline(out)
     rows = attribution.rank_rows(out, streams, known, est)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 
 from correlator.identity import compress_ranks
+from correlator.attribution.evidence import describe
 from correlator.model import SURVIVED_NOTE_END, UNDETERMINED_NOTE, Report, RootCause, TimelineEvent, Verdict
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out
@@ -35,19 +36,6 @@ _VERDICT_WORDS = {
     Verdict.UNDETERMINED: "failures seen, but no rank can be named",
 }
 
-_DECIDED_BY = {
-    "primary": "the earliest primary failure",
-    "signal-exit": "a worker killed by a signal nobody sent it",
-    "dump-pointer": "other ranks' dump signals pointing at it",
-    "desync-report": "PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG)",
-    "missing-from-collective": "the rank missing from the collective everyone else waited in",
-    "nccl-work-counters": "NCCL work counters (it never enqueued the collective)",
-    "other-operation": "another operation than its peers' in the same collective",
-    "earlier-collective": "it timed out on an earlier collective than the others",
-    "progress-stopped": "its progress markers stopped first",
-    "output-stopped": "its output stopped first",
-    "failure-table": "the launcher's failure table",
-}
 
 
 # --- shared view helpers (also used by html.py) --------------------------------------------------
@@ -61,7 +49,7 @@ def root_facts(root: RootCause, esc: Callable[[str], str], code: Callable[[str],
             ("category / severity", f"{esc(root.category)} / {esc(root.severity)}"),
             ("when", esc(f"{fmt_time(root.time)} UTC") if root.time else "no timestamp"),
             ("confidence", f"{root.confidence:.2f}"),
-            ("decided by", esc(_DECIDED_BY.get(root.decided_by, root.decided_by)))]
+            ("decided by", esc(describe(root.decided_by)))]
     if root.tie:
         rows.append(("tied with", esc(f"ranks {rank_ranges(root.tie)} (could not be ordered before it)")))
     if root.attempt is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import textwrap
 
+from correlator.attribution.evidence import HANG_KINDS, ODD_COLLECTIVE_KINDS, EvidenceKind, describe
 from correlator.identity import expand_ranks
 from correlator.model import UNDETERMINED_NOTE, Report, Verdict
 from correlator.report.markdown import survived_notes
@@ -15,20 +16,9 @@ _W = 14  # width of the left label column
 _WIDTH = 100
 
 
-_HANG = {
-    "missing-from-collective": "the rank missing from the collective every other rank timed out in",
-    "nccl-work-counters": "NCCL work counters (it never enqueued the collective the others wait in)",
-    "progress-stopped": "its training progress stopped before the others'",
-    "output-stopped": "its output stopped long before the others'",
-    "dump-pointer": "the flight recorder's dump-signal pointer",
-    "other-operation": "another operation than its peers' in the same collective (SeqNum)",
-    "earlier-collective": "it timed out on an earlier collective (SeqNum) than the others",
-    "desync-report": "PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG)",
-}
-
-
-#: hang verdicts whose culprit reported the timeout itself, in another collective than its peers
-_ODD_COLLECTIVE = {"other-operation", "earlier-collective"}
+#: hang verdicts (no rank printed a failure), and those whose culprit timed out in another collective
+_HANG = {str(k) for k in HANG_KINDS}
+_ODD_COLLECTIVE = {str(k) for k in ODD_COLLECTIVE_KINDS}
 
 
 def _c(text: str, code: str, color: bool) -> str:
@@ -68,7 +58,8 @@ def render(report: Report, color: bool = False) -> str:
     rc = report.root_cause
     v = report.verdict
     if v is Verdict.ROOT_CAUSE and rc is not None:
-        who = f"rank {rc.rank}" if rc.rank is not None else "unknown rank"
+        wave = rc.decided_by == EvidenceKind.NODE_WAVE
+        who = f"rank {rc.rank}" if rc.rank is not None else ("every rank" if wave else "unknown rank")
         bits = [x for x in (f"node {rc.host}" if rc.host else "", f"local rank {rc.local_rank}" if rc.local_rank is not None else "") if x]
         if bits:
             who += f" ({', '.join(bits)})"
@@ -77,11 +68,11 @@ def render(report: Report, color: bool = False) -> str:
             what = ("it timed out too, but not in the collective its peers were in" if rc.decided_by in _ODD_COLLECTIVE
                     else "it logged no error")
             body = [head, f"hang culprit: {what}; the other ranks report {rc.rule}",
-                    f"decided by: {_HANG[rc.decided_by]}"]
+                    f"decided by: {describe(rc.decided_by)}"]
         else:
             body = [head, f"{rc.rule} — {rc.title}"]
-            if rc.decided_by != "primary":
-                body.append(f"decided by: {rc.decided_by}")
+            if rc.decided_by != EvidenceKind.PRIMARY:
+                body.append(f"decided by: {describe(rc.decided_by)}")
         for ev in rc.evidence[:3]:
             body.append(f"{ev.path}:{ev.line}  {ev.text[:160]}")
         if rc.tie:
@@ -92,7 +83,9 @@ def render(report: Report, color: bool = False) -> str:
         body += [f"{ev.path}:{ev.line}  {ev.text[:160]}" for ev in rc.evidence[:2]]
         lines += _block("job ended", body, color, "1;33")
     elif v is Verdict.NO_FAILURE:
-        body = ["no failure, timeout or teardown was found in the logs"]
+        said = [d.message[len(UNDETERMINED_NOTE):] for d in report.diagnostics
+                if d.path is None and d.message.startswith(UNDETERMINED_NOTE)]
+        body = [_wrap(said[0], 0)[0] if said else "no failure, timeout or teardown was found in the logs"]
         for note in survived_notes(report)[:3]:  # failures the ranks went on from
             wrapped = _wrap(note, 2)
             body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]

@@ -1,0 +1,158 @@
+"""Per-rank lifecycles: did a failure end its rank, or did the rank go on from it?
+
+Owns, for every rank (or unranked writer), what its own output and its launcher say about how it
+went: its last progress line (position and time, from the digest's ``StreamFacts``), its normal-
+completion markers (rules tagged ``completion``), and the exit its launcher reports (rules tagged
+``worker-exit``, torchrun's failure tables). From these, a failure is **terminal** (its rank's
+output ends with it, or the launcher reports its rank failed and nothing later of that rank
+failed) or **survived** (the same writer's progress or completion follows it in the same stream,
+whether or not its lines carry stamps; or, across files, progress stamped minutes later).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from correlator.attribution import policy
+from correlator.attribution.events import Ev
+from correlator.model import SURVIVED_NOTE_END, IdentityFact, Role, StreamFacts, TimeKind, iso
+from correlator.timestamps import NS
+
+#: rule tags the lifecycle reads
+COMPLETION_TAG = "completion"
+WORKER_EXIT_TAG = "worker-exit"
+
+
+def writer_key(ev_or_stream_path: str, who) -> tuple:
+    """Which writer of a source a line belongs to, as far as identity resolution tells: the rank when
+    known (a rank's stdout and its ``[rankN]:``-tagged stderr are one lifecycle), else the raw writer."""
+    if who.rank is not None:
+        return (ev_or_stream_path, who.rank)
+    return (ev_or_stream_path, who.task, who.local_rank, who.host)
+
+
+@dataclass
+class Life:
+    """What one rank's (or unranked writer's) output says about how it went."""
+
+    #: (path) -> (offset, time or None, step) of the writer's last progress line in that source
+    progress: dict[str, tuple[int, int | None, int | None]] = field(default_factory=dict)
+    #: the latest progress by its own stamp, in any source of the rank
+    last_step_ns: int | None = None
+    last_step: int | None = None
+    #: the last line of output by time, in any source
+    last_ns: int | None = None
+    completions: list[Ev] = field(default_factory=list)
+    #: the launcher reports this rank exited with a failure (not stopped by it)
+    exit_failed: bool = False
+
+
+def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[IdentityFact] = (),
+          until_ns: int | None = None) -> dict[object, Life]:
+    """Lifecycles by rank (int) or by writer key (unranked writers)."""
+    lives: dict[object, Life] = defaultdict(Life)
+    for s in streams:
+        k: object = s.who.rank if s.who.rank is not None else writer_key(s.path, s.who)
+        life = lives[k]
+        if s.last_step is not None and s.last_step_offset is not None and (
+                until_ns is None or s.last_step_ns is None or s.last_step_ns <= until_ns):
+            old = life.progress.get(s.path)
+            if old is None or s.last_step_offset > old[0]:
+                life.progress[s.path] = (s.last_step_offset, s.last_step_ns, s.last_step)
+        if s.last_step_ns is not None and (until_ns is None or s.last_step_ns <= until_ns):
+            if life.last_step_ns is None or s.last_step_ns > life.last_step_ns:
+                life.last_step_ns, life.last_step = s.last_step_ns, s.last_step
+        if s.last_ns is not None and (life.last_ns is None or s.last_ns > life.last_ns):
+            life.last_ns = s.last_ns
+    for e in evs:
+        k = e.rank if e.rank is not None else writer_key(e.m.path, e.m.who)
+        if COMPLETION_TAG in e.rule.tags:
+            lives[k].completions.append(e)
+        elif WORKER_EXIT_TAG in e.rule.tags and e.rank is not None and \
+                (e.m.capture("exitcode") or "") not in policy.STOPPED_EXIT_CODES and e.m.capture("exitcode") != "0":
+            lives[e.rank].exit_failed = True
+    for f in facts:
+        if f.source == "failure-table" and f.who.rank is not None and f.exitcode not in (None, 0, -15, -2, -1):
+            lives[f.who.rank].exit_failed = True
+    return dict(lives)
+
+
+def _key(e: Ev) -> object:
+    return e.rank if e.rank is not None else writer_key(e.m.path, e.m.who)
+
+
+def _went_on_by_position(e: Ev, life: Life) -> str | None:
+    """The same writer's progress after the failure's line, in the same source."""
+    p = life.progress.get(e.m.path)
+    if p is None:
+        return None
+    offset, t, step = p
+    if offset <= e.m.offset:
+        return None
+    # a progress line that is older than the failure (stdout flushed at exit, after the traceback
+    # on stderr) is not progress after it
+    if t is not None and e.t is not None and e.m.time_kind is TimeKind.OWN and t < e.m.time_ns:  # type: ignore[operator]
+        return None
+    return f"its progress went on in the same stream (to {'step ' + str(step) if step is not None else 'later steps'})"
+
+
+def _went_on_by_time(e: Ev, life: Life) -> str | None:
+    """Progress stamped long after the failure, in any source of the rank (stdout and stderr files)."""
+    if life.last_step_ns is None or e.t is None:
+        return None
+    if e.m.time_kind is not TimeKind.OWN and not (
+            e.m.lo_ns is not None and e.m.hi_ns is not None and e.m.hi_ns - e.m.lo_ns <= policy.SURVIVED_BRACKET_NS):
+        return None  # an inherited time is trusted only between two close stamps (it can lie minutes off)
+    if life.last_step_ns - e.t > policy.SURVIVED_NS:
+        step = life.last_step
+        return (f"its progress reached {'step ' + str(step) if step is not None else 'later steps'} "
+                f"{(life.last_step_ns - e.t) / NS / 60:.0f} min later")
+    return None
+
+
+def _completed_after(e: Ev, life: Life) -> str | None:
+    for c in life.completions:
+        if c.m.path == e.m.path and c.m.offset > e.m.offset:
+            return f"it then ended normally ({c.rule.title})"
+        if c.m.path != e.m.path and c.t is not None and e.t is not None and c.t > e.t + (e.unc or 0):
+            return f"it then ended normally ({c.rule.title})"
+    return None
+
+
+def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
+    """Primary failures that their rank went on from: ``id(ev)`` -> the note that says so.
+
+    A failure is survived when the same writer's progress or completion follows it; but the last
+    failure of a rank whose launcher reports a failing exit is terminal whatever follows it in the
+    file (block-buffered stdout is written when the process exits, after its traceback)."""
+    last_failure: dict[object, Ev] = {}
+    for e in evs:
+        if e.rule.role is Role.PRIMARY and WORKER_EXIT_TAG not in e.rule.tags and "signal-exit" not in e.rule.tags:
+            k = _key(e)
+            cur = last_failure.get(k)
+            if cur is None or (e.m.path == cur.m.path and e.m.offset > cur.m.offset) or (
+                    e.m.path != cur.m.path and (e.t or 0) > (cur.t or 0)):
+                last_failure[k] = e
+    out: dict[int, str] = {}
+    for e in evs:
+        if e.rule.role is not Role.PRIMARY or WORKER_EXIT_TAG in e.rule.tags or "signal-exit" in e.rule.tags:
+            continue
+        k = _key(e)
+        life = lives.get(k)
+        if life is None:
+            continue
+        if life.exit_failed and last_failure.get(k) is e:
+            continue
+        how = _went_on_by_position(e, life) or _completed_after(e, life) or _went_on_by_time(e, life)
+        if how:
+            who = f"rank {e.rank}" if e.rank is not None else e.m.path
+            when = f" at {iso(e.t)}" if e.t is not None else ""
+            out[id(e)] = f"{who} went on after its {e.rule.id}{when}: {how} {SURVIVED_NOTE_END}"
+    return out
+
+
+def ended_normally(lives: dict[object, Life], ranks: set[int]) -> set[int]:
+    """Ranks whose output holds a completion marker (their own, or their node's agent's)."""
+    return {r for r in ranks if r in lives and lives[r].completions}
