@@ -1,0 +1,147 @@
+"""Metamorphic invariance: a rewrite of a job's logs that keeps what happened (``tests/metamorphic.py``)
+must keep the verdict, the root rank and the root rule's category of the untransformed run.
+
+Cases: every sample job, every real log of two or more ranks, and the recorded and class cases
+(``tests/recorded``, ``tests/classes``) when present. Each (case, transformation) is one test; a
+transformation the case's shape does not allow is skipped as not applicable. The untransformed run
+is analysed the same way (the files written to a temporary folder and passed in order), once per
+case.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from random import Random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from correlator.pipeline import Options, analyze
+from metamorphic import ORDER_ONLY, TRANSFORMS, Composition, Files, read_job, st_transforms, write_job
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def _cases(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if (p / "expected.toml").is_file()) if folder.is_dir() else []
+
+
+def _ranks(case: Path) -> int:
+    rep = analyze([str(case)], Options(tz="UTC", workers=1))
+    rows = {r.rank for r in rep.ranks if r.rank is not None}
+    n = rep.job.get("ranks")
+    return max(len(rows), n if isinstance(n, int) else 0)
+
+
+SAMPLES = _cases(ROOT / "sample_logs")
+CASES = SAMPLES + [c for c in _cases(HERE / "real_logs") if _ranks(c) >= 2] + _cases(HERE / "recorded") \
+    + _cases(HERE / "classes")
+IDS = [f"{c.parent.name}/{c.name}" for c in CASES]
+
+Outcome = tuple[str, "int | None", "str | None"]
+_FILES: dict[Path, Files] = {}
+_BASE: dict[Path, Outcome] = {}
+
+
+def outcome(files: Files, where: Path) -> Outcome:
+    """Verdict, root rank and root category of the job's files written under ``where``."""
+    paths = write_job(files, where / "job")
+    rep = analyze(paths, Options(tz="UTC", workers=1))
+    rc = rep.root_cause
+    return rep.verdict.value, rc.rank if rc else None, rc.category if rc else None
+
+
+def files_of(case: Path) -> Files:
+    if case not in _FILES:
+        _FILES[case] = read_job(case)
+    return _FILES[case]
+
+
+def baseline(case: Path) -> Outcome:
+    if case not in _BASE:
+        with tempfile.TemporaryDirectory(prefix="correlate-meta-") as d:
+            _BASE[case] = outcome(files_of(case), Path(d))
+    return _BASE[case]
+
+
+def _show(o: Outcome) -> str:
+    return f"{o[0]} rank {o[1]} ({o[2]})"
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_invariant(case: Path, name: str, tmp_path: Path) -> None:
+    files = files_of(case)
+    out = TRANSFORMS[name](files, Random(f"{case.name}/{name}"))
+    if out is None:
+        pytest.skip("not applicable")
+    base = baseline(case)
+    got = outcome(out, tmp_path)
+    assert got == base, f"{name}: {_show(base)} -> {_show(got)}"
+
+
+HYPO_CASES = [c for c in SAMPLES if c.name in {"cuda-oom-per-rank", "skewed-clocks", "healthy", "lustre-eio-checkpoint"}]
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=st.sampled_from(HYPO_CASES), comp=st_transforms())
+def test_composed_invariant(case: Path, comp: Composition) -> None:
+    got = comp.apply(files_of(case))
+    if got is None:
+        return  # none of the steps applies to this job: nothing to compare
+    files, done = got
+    base = baseline(case)
+    with tempfile.TemporaryDirectory(prefix="correlate-meta-") as d:
+        res = outcome(files, Path(d))
+    assert res == base, f"{' then '.join(done)} (seed {comp.seed}): {_show(base)} -> {_show(res)}"
+
+
+def _derived() -> list[tuple[str, Files]]:
+    """The jobs a transformation is tried on for the change test: the cases, and the cases after
+    a layout change (a combined stream made from per-rank files, for the transformations that split one)."""
+    jobs = [(c.name, files_of(c)) for c in CASES]
+    for c in SAMPLES:
+        merged = TRANSFORMS["per_rank_to_srun"](files_of(c), Random(0))
+        if merged is not None:
+            jobs.append((f"{c.name}+srun", merged))
+    return jobs
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_transform_changes_the_job(name: str) -> None:
+    applied = 0
+    for label, files in _derived():
+        out = TRANSFORMS[name](files, Random(label))
+        if out is None:
+            continue
+        applied += 1
+        if name in ORDER_ONLY:
+            assert out == files and list(out) != list(files), f"{label}: order unchanged"
+        else:
+            assert list(out.items()) != list(files.items()), f"{label}: {name} returned its input"
+            meta = {p: b for p, b in files.items() if p.rsplit("/", 1)[-1] in ("expected.toml", "README.md", "source.md")}
+            assert all(out.get(p) == b for p, b in meta.items()), f"{label}: {name} touched the case's notes"
+    assert applied, f"{name} applies to no case"
+
+
+def test_transforms_are_pure() -> None:
+    case = next(c for c in SAMPLES if c.name == "cuda-oom-per-rank")
+    files = files_of(case)
+    before = dict(files)
+    for name, fn in TRANSFORMS.items():
+        a, b = fn(files, Random(7)), fn(files, Random(7))
+        assert a == b and (a is None or list(a) == list(b)), f"{name} is not deterministic in its rng"
+        assert files == before, f"{name} changed its input"
+
+
+def test_strategy_composes_one_to_three() -> None:
+    @settings(max_examples=30, deadline=None, derandomize=True)
+    @given(st_transforms())
+    def check(comp: Composition) -> None:
+        assert 1 <= len(comp.names) <= 3 and set(comp.names) <= set(TRANSFORMS)
+
+    check()
