@@ -397,7 +397,7 @@ def test_a_nodes_file_named_like_a_rank_does_not_give_its_agent_lines_that_rank(
         f"local_rank: 1 (pid: 293537) of binary: /usr/bin/python3"])
     rep = run(engine, {"out-5.log": text, "out-0.log": _node_file("gpu-a01", (0, 1), None)},
               **{"out-5.log": {"file_rank": 5}, "out-0.log": {"file_rank": 0}})
-    assert rep.root_cause.rule == "launcher.worker-killed-by-signal" and rep.root_cause.rank == 3
+    assert rep.root_cause.rule == "launcher.worker-segfault-sigsegv" and rep.root_cause.rank == 3
 
 
 def _restart_job(second: str | None) -> str:
