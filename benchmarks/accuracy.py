@@ -10,6 +10,14 @@ same jobs from the same extracted lines:
 - ``first-error``: the first error line in printed-timestamp order (no roles, no clock correction).
 
     python benchmarks/accuracy.py --jobs 200 --seed 1
+
+After the suite it prints a healthy-jobs row: ``tests/healthy_jobs.py`` jobs (13 seeds x 4 log styles,
+benign noise) and how many of them got a false alarm (a ``root_cause`` or ``undetermined`` verdict).
+``--invariance`` instead prints, per metamorphic transformation of ``tests/metamorphic.py``, how often
+the verdict, root rank and root category stay those of the untransformed job, over the sample jobs,
+the real logs of two or more ranks and the recorded/class cases.
+
+    python benchmarks/accuracy.py --invariance
 """
 
 from __future__ import annotations
@@ -153,14 +161,123 @@ def run(jobs: int, seed: int, keep: Path | None = None) -> list[Outcome]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def _analyze_files(files: dict[str, bytes], where: Path) -> tuple[str, int | None, str | None, object]:
+    from correlator.pipeline import analyze
+    from metamorphic import write_job
+
+    rep = analyze(write_job(files, where), Options(tz="UTC", workers=1))
+    rc = rep.root_cause
+    return rep.verdict.value, rc.rank if rc else None, rc.category if rc else None, rep
+
+
+def _alarm_line(rep) -> str:
+    """What a false alarm said: the root's rule and line, or the undetermined verdict's first
+    primary/collateral line."""
+    rc = rep.root_cause
+    if rc is not None:
+        ev = rc.evidence[0] if rc.evidence else None
+        return f"{rc.rule}: {ev.text[:110] if ev else ''!r}"
+    for e in rep.timeline:
+        if e.role in ("primary", "collateral"):
+            return f"{e.rule} ({e.role}): {e.text[:110]!r}"
+    return "?"
+
+
+def healthy_rows(seeds: int = 13) -> str:
+    """The healthy-jobs row: false alarms over seeds x styles healthy jobs."""
+    sys.path.insert(0, str(TESTS))
+    from healthy_jobs import STYLES, healthy_job
+
+    per: dict[str, list[str]] = defaultdict(list)
+    n = 0
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="correlate-healthy-") as d:
+        for style in sorted(STYLES):
+            for seed in range(seeds):
+                n += 1
+                verdict, _, _, rep = _analyze_files(healthy_job(seed, style), Path(d) / f"{style}-{seed}")
+                if verdict in ("root_cause", "undetermined"):
+                    per[style].append(f"{verdict} {_alarm_line(rep)}")
+    alarms = sum(len(v) for v in per.values())
+    lines = ["", f"{'healthy jobs':28}{n:>6} in {len(STYLES)} styles   false alarms: {alarms}   "
+                 f"({time.perf_counter() - t0:.1f} s)"]
+    for style in sorted(STYLES):
+        said = Counter(per[style])
+        lines.append(f"  {style:26}{seeds:>6}{len(per[style]):>8} false alarms" +
+                     ("" if not said else f"   e.g. {said.most_common(1)[0][0]}"))
+    return "\n".join(lines) + "\n"
+
+
+def invariance(limit: int | None = None) -> str:
+    """The invariance rate per transformation over the sample jobs, the real logs of two or more
+    ranks and the recorded/class cases."""
+    sys.path.insert(0, str(TESTS))
+    from random import Random
+
+    from correlator.pipeline import analyze
+    from metamorphic import TRANSFORMS, read_job
+
+    root = TESTS.parent
+    cases = []
+    for folder in (root / "sample_logs", TESTS / "real_logs", TESTS / "recorded", TESTS / "classes"):
+        if folder.is_dir():
+            cases += sorted(p for p in folder.iterdir() if (p / "expected.toml").is_file())
+    cases = cases[:limit] if limit else cases
+    kept = []
+    for c in cases:
+        if c.parent.name != "sample_logs":
+            rep = analyze([str(c)], Options(tz="UTC", workers=1))
+            if len({r.rank for r in rep.ranks if r.rank is not None}) < 2:
+                continue
+        kept.append(c)
+    stats = {name: [0, 0] for name in TRANSFORMS}  # applicable, invariant
+    broken: dict[str, list[str]] = defaultdict(list)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="correlate-invariance-") as d:
+        for i, c in enumerate(kept):
+            files = read_job(c)
+            base = _analyze_files(files, Path(d) / f"{i}-base")[:3]
+            for name, fn in TRANSFORMS.items():
+                out = fn(files, Random(f"{c.name}/{name}"))
+                if out is None:
+                    continue
+                got = _analyze_files(out, Path(d) / f"{i}-{name}")[:3]
+                stats[name][0] += 1
+                if got == base:
+                    stats[name][1] += 1
+                else:
+                    broken[name].append(f"{c.parent.name}/{c.name}: {base[0]} rank {base[1]} ({base[2]}) -> "
+                                        f"{got[0]} rank {got[1]} ({got[2]})")
+    lines = [f"cases: {len(kept)} (of {len(cases)}; real logs of one rank left out)   "
+             f"analysis time: {time.perf_counter() - t0:.1f} s", "",
+             f"{'transformation':28}{'applicable':>11}{'invariant':>11}{'rate':>9}"]
+    for name, (app, inv) in stats.items():
+        rate = f"{100.0 * inv / app:7.1f}%" if app else "      - "
+        lines.append(f"  {name:26}{app:>11}{inv:>11}{rate:>9}")
+    for name, items in broken.items():
+        lines += ["", f"{name}:"] + [f"  {x}" for x in items]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None, help="write the generated jobs here and keep them")
+    ap.add_argument("--invariance", action="store_true",
+                    help="print the invariance rate per metamorphic transformation instead of the suite")
+    ap.add_argument("--healthy-seeds", type=int, default=13, help="healthy jobs per log style (0: no healthy row)")
     a = ap.parse_args(argv)
+    if a.invariance:
+        sys.stdout.write(invariance())
+        return 0
     outs = run(a.jobs, a.seed, a.keep)
     sys.stdout.write(summarize(outs))
+    if a.healthy_seeds:
+        sys.stdout.write(healthy_rows(a.healthy_seeds))
     return 0
 
 
