@@ -18,6 +18,7 @@ is being rebuilt against them (issue 12), so some of these are expected to fail 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -42,6 +43,10 @@ CLASSES = (
 )
 
 
+#: "owner/name" followed (after a tag or commit, within a line) by a `path/or.file` in backticks
+REPO_FILE = re.compile(r"\b[A-Za-z0-9][\w.-]*/[\w.-]+\b[^\n`]{0,120}`[^`]*[./][^`]*`")
+
+
 def _expected(case: Path) -> dict:
     exp = tomllib.loads((case / "expected.toml").read_text(encoding="utf-8"))
     unknown = set(exp) - KEYS
@@ -61,8 +66,9 @@ def test_cases_are_complete() -> None:
         source = case / "source.md"
         assert source.is_file(), f"{case.name}: no source.md"
         text = source.read_text(encoding="utf-8")
-        # names at least one repository (owner/name) with a file, and a commit or a release tag
-        assert "/" in text and ("commit" in text or "tag" in text or "release" in text), f"{case.name}: source.md names no repository/commit"
+        # names at least one repository (owner/name) with a file in backticks, and a commit or a release tag
+        assert REPO_FILE.search(text), f"{case.name}: source.md names no repository with a file"
+        assert re.search(r"\b(commit [0-9a-f]{7,40}|tag `[^`]+`|release `[^`]+`)", text), f"{case.name}: source.md names no commit or tag"
         logs = [p for p in case.rglob("*") if p.is_file() and p.suffix not in {".md", ".toml"}]
         assert logs, f"{case.name}: no log file"
         assert sum(p.stat().st_size for p in logs) < 60_000, f"{case.name}: logs over 60 KB"
