@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import SlurmCluster, SlurmClusterError, _free_port, slurm_version  # noqa: E402
+from slurm_cluster import SlurmCluster, SlurmClusterError, _free_port  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -44,8 +44,8 @@ class Case:
     expected: dict[str, object]
     sbatch: tuple[str, ...] = ("--ntasks=8",)
     output: str = "slurm-%j.out"
-    #: seconds after the job is seen running to scancel it (None: let it end by itself)
-    cancel_after_s: float | None = None
+    #: scancel the job once its output contains this text (None: let it end by itself)
+    cancel_when: str | None = None
     timeout_s: float = 300
     layout: str = "srun --label, one task per rank"
     env: dict[str, str] = field(default_factory=dict)
@@ -137,11 +137,11 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         name="scancel",
-        story="A 4-rank job cancelled with `scancel <jobid>` about 25 s after it started running (the user "
-        "cancelled it). No rank failed.",
+        story="A 4-rank job cancelled with `scancel <jobid>` while it trains (once rank 0 logged step 20; "
+        "the user cancelled it). No rank failed.",
         sbatch=("--ntasks=4",),
         body="srun --ntasks=4 --label {python} {worker} --steps 2000",
-        cancel_after_s=25,
+        cancel_when="[rank 0] train: step 20/",
         expected={"verdict": "job_level", "rule_any": ["slurm.step-cancelled"]},
         layout="srun --label, one task per rank (4)",
     ),
@@ -151,7 +151,7 @@ CASES: tuple[Case, ...] = (
         "rank 6 (node 1, local rank 2) raises an IndexError before step 5. Its agent reports the failure "
         "and stops its other workers; the workers on node 0 fail in the all-reduce.",
         output="%x-%j.out",
-        sbatch=("--ntasks=2", "--job-name=ddp-torchrun"),
+        sbatch=("--ntasks=2",),
         body=torchrun("--steps 12 --fault raise@6:step=5"),
         expected={"verdict": "root_cause", "root_rank": 6, "rule": "python.uncaught-exception"},
         layout=TORCHRUN_LAYOUT,
@@ -176,8 +176,33 @@ CASES: tuple[Case, ...] = (
         expected={
             "verdict": "root_cause",
             "root_rank": 5,
-            "rule_any": ["launcher.worker-killed-by-signal", "python.segmentation-fault"],
+            "rule_any": [
+                "launcher.worker-segfault-sigsegv",
+                "launcher.worker-killed-by-signal",
+                "python.segmentation-fault",
+            ],
         },
+        layout=TORCHRUN_LAYOUT,
+    ),
+    Case(
+        name="torchrun-hang",
+        story="Two torchrun agents under srun, 4 workers each, process group timeout 20 s. Global rank 4 "
+        "(node 1, local rank 0) stalls for 60 s before step 4's all-reduce; the 7 others time out in the "
+        "all-reduce and exit; node 1's agent then stops rank 4 (SIGTERM) while it still sleeps. Rank 4 "
+        "prints no error before the others do.",
+        sbatch=("--ntasks=2",),
+        body=torchrun("--steps 12 --timeout-s 20 --fault hang@4:step=4:secs=60"),
+        expected={"verdict": "root_cause", "root_rank": 4},
+        layout=TORCHRUN_LAYOUT,
+    ),
+    Case(
+        name="torchrun-scancel",
+        story="Two torchrun agents under srun, cancelled with `scancel <jobid>` while training (once global "
+        "rank 0 logged step 20). SLURM signals the agents, which stop their workers. No rank failed.",
+        sbatch=("--ntasks=2",),
+        body=torchrun("--steps 2000"),
+        cancel_when="[rank 0] train: step 20/",
+        expected={"verdict": "job_level", "rule_any": ["slurm.step-cancelled"]},
         layout=TORCHRUN_LAYOUT,
     ),
     Case(
@@ -195,8 +220,7 @@ CASES: tuple[Case, ...] = (
 
 def batch_script(case: Case, port: int) -> str:
     lines = ["#!/bin/bash", f"#SBATCH --job-name={case.name}"]
-    lines += [f"#SBATCH {a}" for a in case.sbatch if not a.startswith("--job-name")]
-    lines += [f"#SBATCH {a}" for a in case.sbatch if a.startswith("--job-name")]
+    lines += [f"#SBATCH {a}" for a in case.sbatch]
     lines.append(f"#SBATCH --output={case.output}")
     lines += [
         "",
@@ -223,11 +247,11 @@ def toml_value(v: object) -> str:
     raise TypeError(f"no TOML for {v!r}")
 
 
-def versions() -> dict[str, str]:
+def versions(cluster: SlurmCluster) -> dict[str, str]:
     import importlib.metadata as md
 
     return {
-        "slurm": slurm_version(),
+        "slurm": cluster.run(["sinfo", "--version"], check=False).stdout.strip() or "unknown",
         "torch": md.version("torch"),
         "python": platform.python_version(),
         "os": platform.platform(),
@@ -263,7 +287,7 @@ job's output file exactly as slurmstepd wrote it (`--output={case.output}`).
 ```sh
 {shown_script.rstrip()}
 ```
-{"" if case.cancel_after_s is None else f"{chr(10)}Then, {case.cancel_after_s:.0f} s after the job was RUNNING: `scancel {job_id}`.{chr(10)}"}
+{"" if case.cancel_when is None else f"{chr(10)}Then, once the output file contained `{case.cancel_when}`: `scancel {job_id}`.{chr(10)}"}
 ## Versions
 
 | | |
@@ -292,9 +316,8 @@ def record(cluster: SlurmCluster, case: Case, vers: dict[str, str], log: Callabl
     t0 = time.monotonic()
     job = cluster.sbatch(script, workdir, name=case.name)
     log(f"  job {job.job_id} submitted")
-    if case.cancel_after_s is not None:
-        cluster.wait_running(job.job_id)
-        time.sleep(case.cancel_after_s)
+    if case.cancel_when is not None:
+        cluster.wait_for_output(job, case.cancel_when, timeout_s=case.timeout_s)
         cluster.scancel(job.job_id)
     state = cluster.wait(job.job_id, timeout_s=case.timeout_s)
     secs = time.monotonic() - t0
@@ -330,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with SlurmCluster(keep_dir=args.keep_cluster_dir) as cluster:
             log(f"cluster up in {cluster.dir} ({time.monotonic() - t0:.1f} s)")
-            vers = versions()
+            vers = versions(cluster)
             for case in todo:
                 log(f"case {case.name}")
                 record(cluster, case, vers, log)

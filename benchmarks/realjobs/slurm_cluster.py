@@ -71,11 +71,6 @@ def missing_programs() -> list[str]:
     return [p for p in REQUIRED_PROGRAMS if shutil.which(p) is None and not Path("/usr/sbin", p).exists()]
 
 
-def slurm_version() -> str:
-    out = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=False)
-    return out.stdout.strip() or "unknown"
-
-
 class SlurmCluster:
     """slurmctld + slurmd on 127.0.0.1 with ``cpus`` oversubscribed CPUs, in a private temp dir."""
 
@@ -354,6 +349,18 @@ PartitionName=debug Nodes={self.node_name} Default=YES MaxTime=INFINITE State=UP
                 raise SlurmClusterError(f"job {job_id} ended ({state}) before it was seen running")
             time.sleep(0.5)
         raise SlurmClusterError(f"job {job_id} did not start within {timeout_s:.0f} s")
+
+    def wait_for_output(self, job: SubmittedJob, text: str, timeout_s: float = 300) -> None:
+        """Wait until the job's output file contains ``text`` (the job must still be running)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if job.output_path.exists() and text in job.output_path.read_text(errors="replace"):
+                return
+            state = self.job_state(job.job_id)
+            if state in TERMINAL_STATES:
+                raise SlurmClusterError(f"job {job.job_id} ended ({state}) before its output showed {text!r}")
+            time.sleep(0.5)
+        raise SlurmClusterError(f"job {job.job_id}: {text!r} not in its output after {timeout_s:.0f} s")
 
     def wait(self, job_id: int, timeout_s: float = 600) -> str:
         """Wait until the job is in a terminal state and its step daemons are gone; return the state."""
