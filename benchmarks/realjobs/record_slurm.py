@@ -17,6 +17,7 @@ import argparse
 import os
 import platform
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -142,7 +143,7 @@ CASES: tuple[Case, ...] = (
         sbatch=("--ntasks=4",),
         body="srun --ntasks=4 --label {python} {worker} --steps 2000",
         cancel_when="[rank 0] train: step 20/",
-        expected={"verdict": "job_level", "rule_any": ["slurm.step-cancelled"]},
+        expected={"verdict": "job_level", "rule_any": ["slurm.job-cancelled", "slurm.step-cancelled"]},
         layout="srun --label, one task per rank (4)",
     ),
     Case(
@@ -202,7 +203,7 @@ CASES: tuple[Case, ...] = (
         sbatch=("--ntasks=2",),
         body=torchrun("--steps 2000"),
         cancel_when="[rank 0] train: step 20/",
-        expected={"verdict": "job_level", "rule_any": ["slurm.step-cancelled"]},
+        expected={"verdict": "job_level", "rule_any": ["slurm.job-cancelled", "slurm.step-cancelled"]},
         layout=TORCHRUN_LAYOUT,
     ),
     Case(
@@ -349,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, flush=True)
 
+    # a SIGTERM to the driver unwinds through the cluster's __exit__, so no daemon is left behind
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     t0 = time.monotonic()
     try:
         with SlurmCluster(keep_dir=args.keep_cluster_dir) as cluster:
