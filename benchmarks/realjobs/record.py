@@ -64,7 +64,8 @@ class Case:
 
 
 EXC = "python.uncaught-exception"
-SEGV = ("python.segmentation-fault", "launcher.worker-killed-by-signal")
+SEGV = ("python.segmentation-fault", "launcher.worker-segfault-sigsegv", "launcher.worker-killed-by-signal")
+BUS = ("python.bus-error-sigbus", "launcher.worker-bus-error-sigbus", "launcher.worker-killed-by-signal")
 ENOSPC = ("checkpoint.pytorch-stream-writer-failed", "storage.enospc-no-space-left")
 
 CASES: list[Case] = [
@@ -98,7 +99,7 @@ CASES: list[Case] = [
     Case("segv-faulthandler-perrank4", "rank 2 segfaults at step 8 with faulthandler; one file per rank",
          "perrank", faults="2:8:segv:faulthandler", rule="python.segmentation-fault"),
     Case("sigbus-tee4", "rank 3 gets SIGBUS at step 10", "tee", faults="3:10:sigbus",
-         rule_any=("python.bus-error-sigbus", "launcher.worker-killed-by-signal")),
+         rule_any=BUS),
     Case("abort-tee4", "rank 1 calls os.abort() at step 10", "tee", faults="1:10:abort",
          rule_any=("python.abort-sigabrt", "launcher.worker-aborted-sigabrt")),
     Case("abort-logdir6", "rank 4 calls os.abort() at step 6", "logdir", nproc=6, faults="4:6:abort",
@@ -325,6 +326,8 @@ def record_case(case: Case, versions: str) -> float:
     fired = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
     shutil.rmtree(work, ignore_errors=True)
     exit_codes = [p.returncode for p, _ in procs]
+    if case.verdict == "no_failure" and any(exit_codes):
+        raise RuntimeError(f"{case.name}: planned to finish, but the launcher exit codes are {exit_codes}")
     _write_expected(case, out, fired)
     _write_readme(case, out, commands, versions, fired, exit_codes, elapsed)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
@@ -345,6 +348,8 @@ def _root_rank(case: Case, fired: list[dict]) -> int | None:
     mine = [f for f in hits if (f"{f['host']}/{f['local_rank']}" == first_who or str(f["rank"]) == first_who)]
     if not mine:
         raise RuntimeError(f"{case.name}: the first planned fault ({first_who}) never fired")
+    if case.restarts and "@" not in case.faults.split(";")[0] and not any(f["attempt"] == case.restarts for f in mine):
+        raise RuntimeError(f"{case.name}: the planned fault did not fire in the last attempt")
     return int(mine[-1]["rank"])  # with restarts the last attempt's rank; the same in every attempt here
 
 

@@ -76,17 +76,20 @@ def _record(fault: dict, rank: int, host: str, local: int) -> None:
 class ShardDataset(torch.utils.data.Dataset):
     """Random samples; item ``bad`` raises or kills its DataLoader worker when asked to."""
 
-    def __init__(self, n: int, seed: int, bad: int = -1, how: str = "") -> None:
+    def __init__(self, n: int, seed: int, bad: int = -1, how: str = "", fault: tuple | None = None) -> None:
         g = torch.Generator().manual_seed(seed)
         self.x = torch.randn(n, 16, generator=g)
         self.y = torch.randn(n, 1, generator=g)
         self.bad, self.how = bad, how
+        self.fault = fault  # (fault, rank, host, local rank): recorded from inside the DataLoader worker
 
     def __len__(self) -> int:
         return len(self.x)
 
     def __getitem__(self, i: int):
         if i == self.bad:
+            if self.fault:
+                _record(*self.fault)
             if self.how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             record = {"text": "sample %d" % i}
@@ -179,7 +182,18 @@ def main() -> int:
         atexit.register(time.sleep, linger)
 
     timeout = dt.timedelta(seconds=float(os.environ.get("RJ_TIMEOUT", "30")))
-    dist.init_process_group("gloo", timeout=timeout)
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0:
+        # With torch 2.14.1 a restarted gloo group read the previous attempt's addresses from the
+        # agent's store ("Gloo connectFullMesh failed ... Connection refused") and every restart
+        # failed at init; keys under a per-attempt prefix let the second attempt really run.
+        agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                              is_master=rank == 0 and not agent_store, timeout=timeout)
+        dist.init_process_group("gloo", store=dist.PrefixStore(f"/rj/attempt_{attempt}", store),
+                                rank=rank, world_size=world, timeout=timeout)
+    else:
+        dist.init_process_group("gloo", timeout=timeout)
     torch.manual_seed(1234)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -188,7 +202,8 @@ def main() -> int:
     dl_fault = next((f for f in faults if f["kind"] in ("dl-exc", "dl-kill")), None)
     data = ShardDataset(4 * (steps + 1), seed=rank,
                         bad=4 * dl_fault["step"] if dl_fault else -1,
-                        how="kill" if dl_fault and dl_fault["kind"] == "dl-kill" else "")
+                        how="kill" if dl_fault and dl_fault["kind"] == "dl-kill" else "",
+                        fault=(dl_fault, rank, host, local) if dl_fault else None)
     loader = torch.utils.data.DataLoader(data, batch_size=4, num_workers=1 if dl_fault else 0)
     batches = iter(loader)
 
@@ -206,8 +221,6 @@ def main() -> int:
             if f["step"] == step and f["kind"] not in ("dl-exc", "dl-kill"):
                 _record(f, rank, host, local)
                 fire(f, model, step, rank)
-        if dl_fault and dl_fault["step"] == step:
-            _record(dl_fault, rank, host, local)
         x, y = next(batches)
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
