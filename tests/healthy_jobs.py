@@ -26,6 +26,8 @@ from typing import Callable
 Files = dict[str, bytes]
 
 RANKS, PER_NODE = 8, 4
+#: the kinds of benign noise a job may print (``healthy_job(..., noise=...)`` picks some)
+NOISE = ("caught", "retry", "warn", "teardown", "store_noise", "proxy", "ignored", "destroy_warn")
 
 
 @dataclass
@@ -40,6 +42,7 @@ class Job:
     step_s: float
     first_step: int
     job_id: int
+    noise: frozenset[str] = frozenset(NOISE)
 
     def host(self, r: int) -> str:
         return self.hosts[r // PER_NODE]
@@ -193,15 +196,22 @@ CAUGHT_TRACEBACK = [
 def _noise_plan(j: Job) -> dict[str, object]:
     """Which benign noise this job prints, and where (progress mark indices)."""
     rng = j.rng
-    return {
-        "caught": [(rng.randrange(RANKS), rng.randint(1, j.steps - 1)) for _ in range(rng.randint(1, 3))],
+    plan: dict[str, object] = {
+        # one caught error in the last few progress marks (the run completes a minute or two later),
+        # the others anywhere
+        "caught": [(rng.randrange(RANKS), rng.randint(j.steps - 4, j.steps - 1))]
+                  + [(rng.randrange(RANKS), rng.randint(1, j.steps - 1)) for _ in range(rng.randint(0, 2))],
         "retry": [(rng.randrange(RANKS), rng.randint(0, j.steps - 1)) for _ in range(rng.randint(1, 3))],
         "warn": [(rng.randrange(RANKS), rng.randint(0, j.steps - 1)) for _ in range(rng.randint(1, 4))],
+        "teardown": True,
         "store_noise": rng.sample(range(1, RANKS), rng.randint(0, 3)),
         "proxy": rng.sample(range(RANKS), rng.randint(0, 2)),
         "ignored": rng.sample(range(RANKS), rng.randint(0, 2)),
         "destroy_warn": rng.random() < 0.5,
     }
+    empty: dict[str, object] = {"caught": [], "retry": [], "warn": [], "teardown": False, "store_noise": [],
+                                "proxy": [], "ignored": [], "destroy_warn": False}
+    return {k: (v if k in j.noise else empty[k]) for k, v in plan.items()}
 
 
 def _pylog_worker(j: Job, r: int, plan: dict, logger: str = "train") -> list[str]:
@@ -240,7 +250,8 @@ def _exit_noise(j: Job, r: int, plan: dict) -> list[str]:
     t = j.end + timedelta(seconds=1, milliseconds=10 * r)
     if r in plan["proxy"]:  # type: ignore[operator]
         out += proxy_close_warning(j, r)
-    out += nccl_teardown(j, r)
+    if plan["teardown"]:
+        out += nccl_teardown(j, r)
     if r in plan["store_noise"]:  # type: ignore[operator]
         out += store_exit_noise(j, r, t)
     if r in plan["ignored"]:  # type: ignore[operator]
@@ -455,6 +466,10 @@ STYLES: dict[str, Callable[[Job], Files]] = {
 }
 
 
-def healthy_job(seed: int, style: str) -> Files:
-    """A healthy 8-rank job in ``style`` (a key of ``STYLES``), the same for the same seed."""
-    return STYLES[style](_job(seed * 7919 + sorted(STYLES).index(style)))
+def healthy_job(seed: int, style: str, noise: frozenset[str] | None = None) -> Files:
+    """A healthy 8-rank job in ``style`` (a key of ``STYLES``), the same for the same seed; with the
+    benign noise of the kinds in ``noise`` (default: all of ``NOISE``, each where the seed puts it)."""
+    j = _job(seed * 7919 + sorted(STYLES).index(style))
+    if noise is not None:
+        j.noise = frozenset(noise)
+    return STYLES[style](j)

@@ -22,6 +22,7 @@ import re
 import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime, timedelta
 from pathlib import Path
 from random import Random
@@ -258,13 +259,22 @@ def leading_stamp(body: bytes) -> Stamp | None:
     return None
 
 
+@lru_cache(maxsize=256)
+def _years(data: bytes) -> tuple[tuple[int, int], ...]:
+    years: dict[int, int] = defaultdict(int)
+    for m in STAMPS[0][1].finditer(data[:200_000]):
+        years[int(m["Y"])] += 1
+    return tuple(years.items())
+
+
 def job_year(files: Files) -> int:
+    """The year most ISO stamps of the job carry (for formats without one)."""
     years: dict[int, int] = defaultdict(int)
     for p, data in files.items():
         if is_text(p):
-            for m in STAMPS[0][1].finditer(data[:200_000]):
-                years[int(m["Y"])] += 1
-    return max(years, key=years.get) if years else 2026
+            for y, n in _years(data):
+                years[y] += n
+    return max(years, key=years.get) if years else 2026  # type: ignore[arg-type]
 
 
 def line_times(lines: list[Line], year: int) -> list[float | None]:
@@ -373,10 +383,10 @@ def rank_family(files: Files) -> dict[int, str] | None:
         return None
     stated_all = True
     for r, p in best.items():
-        lines = parse_lines(p, files[p])
+        lines, by_key = _parsed(p, files[p])
         if any(ln.task is not None or ln.lr is not None for ln in lines):
             return None
-        infos = list(stream_infos(lines).values())
+        infos = list(by_key.values())
         said = set().union(*(s.said for s in infos)) if infos else set()
         n = _job_nranks(infos)
         for s in infos:
@@ -560,13 +570,15 @@ def traceback_blocks(lines: list[Line]) -> list[list[int]]:
     return [b for b in blocks if len(b) >= 2]
 
 
+@lru_cache(maxsize=256)
+def _parsed(path: str, data: bytes) -> tuple[list[Line], dict[tuple, StreamInfo]]:
+    """A file's lines and streams (cached by content: the transformations only read them)."""
+    lines = parse_lines(path, data)
+    return lines, stream_infos(lines)
+
+
 def _streams(files: Files) -> dict[str, tuple[list[Line], dict[tuple, StreamInfo]]]:
-    out = {}
-    for p in log_paths(files):
-        if is_text(p):
-            lines = parse_lines(p, files[p])
-            out[p] = (lines, stream_infos(lines))
-    return out
+    return {p: _parsed(p, files[p]) for p in log_paths(files) if is_text(p)}
 
 
 def _insert(files: Files, path: str, at: dict[int, list[bytes]], append_after: dict[int, list[bytes]] | None = None,
@@ -645,8 +657,8 @@ def _progress_points(lines: list[Line], s: StreamInfo, year: int) -> list[tuple[
 def caught_traceback(files: Files, rng: Random) -> Files | None:
     """Into one process's stream -- at its start, its middle, or two minutes before its end -- a
     stamped ``WARNING ... Retrying ... after error`` line and the 4-8 line traceback its handler
-    printed (no stamps), right before one of its progress lines, so that its progress goes on after
-    it. An error that is caught, logged and followed by more progress of the same process is no
+    printed (no stamps), right before one of its progress lines that has another after it, so that
+    its progress goes on after it (at least two progress lines). An error that is caught, logged and followed by more progress of the same process is no
     failure of that process, whatever the exception says; nothing else in the job changes."""
     year = job_year(files)
     options = []
@@ -655,11 +667,14 @@ def caught_traceback(files: Files, rng: Random) -> Files | None:
             pts = _progress_points(lines, s, year)
             if len(pts) < 2:
                 continue
+            # each place is a progress line with another one after it: the process's progress goes on
             end = max(t for _, _, t in pts)
-            places = {"start": pts[1], "middle": pts[len(pts) // 2]}
-            late = [x for x in pts if x[2] >= end - 120 and x is not pts[0]]
-            if late:
-                places["end-2min"] = late[0]
+            places = {}
+            if len(pts) >= 3:
+                places = {"start": pts[1], "middle": pts[len(pts) // 2]}
+            late = [k for k, x in enumerate(pts) if x[2] >= end - 120 and k > 0]
+            if late and late[0] < len(pts) - 1:
+                places["end-2min"] = pts[late[0]]
             for where, pt in places.items():
                 options.append((p, where, pt))
     if not options:
@@ -1001,9 +1016,14 @@ def root_time(files: Files, streams, times: dict[str, list[float | None]]) -> tu
     return (root, max(cands)) if cands else None
 
 
+@lru_cache(maxsize=256)
+def _times(path: str, data: bytes, year: int) -> list[float | None]:
+    return line_times(_parsed(path, data)[0], year)
+
+
 def _file_times(files: Files, streams) -> dict[str, list[float | None]]:
     year = job_year(files)
-    return {p: line_times(lines, year) for p, (lines, _) in streams.items()}
+    return {p: _times(p, files[p], year) for p in streams}
 
 
 def cut_collateral_tail(files: Files, rng: Random) -> Files | None:
