@@ -999,12 +999,23 @@ def _ranked_streams(files: Files, streams) -> list[tuple[str, StreamInfo, int]]:
     return out
 
 
+_RESTART = re.compile(rb"will restart worker group|Restarting worker group|restart_count=[1-9]|attempt_[1-9]")
+
+
+def restarted(files: Files) -> bool:
+    """Whether the job was restarted (torchelastic attempts): after a restart, lines later than the
+    root's failure are a new attempt's, not the failure's cascade."""
+    return any(_RESTART.search(p.encode()) for p in files) or any(
+        _RESTART.search(b) for p, b in files.items() if is_text(p))
+
+
 def root_time(files: Files, streams, times: dict[str, list[float | None]]) -> tuple[int, float] | None:
     """The case's root rank (``expected.toml``) and the latest of its own lines' times and the
-    generator's ``root_time``: no failure of the root is later than that."""
+    generator's ``root_time``: no failure of the root is later than that. None for a job that was
+    restarted (what comes after a failure is then another attempt)."""
     exp = expected(files)
     root = exp.get("root_rank")
-    if exp.get("verdict") != "root_cause" or root is None:
+    if exp.get("verdict") != "root_cause" or root is None or restarted(files):
         return None
     cands = []
     synth_t = exp.get("synth", {}).get("root_time")
@@ -1037,7 +1048,8 @@ def cut_collateral_tail(files: Files, rng: Random) -> Files | None:
     what a silent culprit looks like (``nccl-hang-silent-culprit``); the logs would then no longer
     single the root out. The 5 s margin is over any host clock skew the cases have. Needs the case's
     root rank (``expected.toml``) and its time (the root's own stream, or the generator's
-    ``root_time``)."""
+    ``root_time``); not for a restarted job, whose later lines are a new attempt (with failures of
+    its own), not the root's cascade."""
     streams = _streams(files)
     times = _file_times(files, streams)
     got = root_time(files, streams, times)
