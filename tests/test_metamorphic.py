@@ -1,8 +1,8 @@
 """Metamorphic invariance: a rewrite of a job's logs that keeps what happened (``tests/metamorphic.py``)
 must keep the verdict, the root rank and the root rule's category of the untransformed run.
 
-Cases: every sample job, every real log of two or more ranks, and the recorded and class cases
-(``tests/recorded``, ``tests/classes``) when present. Each (case, transformation) is one test; a
+Cases: every sample job, and every real log, recorded job and class case (``tests/real_logs``,
+``tests/recorded``, ``tests/classes``) of two or more ranks. Each (case, transformation) is one test; a
 transformation the case's shape does not allow is skipped as not applicable. The untransformed run
 is analysed the same way (the files written to a temporary folder and passed in order), once per
 case.
@@ -37,8 +37,7 @@ def _ranks(case: Path) -> int:
 
 
 SAMPLES = _cases(ROOT / "sample_logs")
-CASES = SAMPLES + [c for c in _cases(HERE / "real_logs") if _ranks(c) >= 2] + _cases(HERE / "recorded") \
-    + _cases(HERE / "classes")
+CASES = SAMPLES + [c for folder in ("real_logs", "recorded", "classes") for c in _cases(HERE / folder) if _ranks(c) >= 2]
 IDS = [f"{c.parent.name}/{c.name}" for c in CASES]
 
 Outcome = tuple[str, "int | None", "str | None"]
