@@ -22,7 +22,9 @@ from datetime import tzinfo
 from correlator.model import (
     Anchor, Diagnostic, Digest, IdentityFact, Match, Role, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
 )
-from correlator.prefixes import NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, split_prefix, strip_ansi
+from correlator.prefixes import (
+    NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, ranks_in_text, split_prefix, strip_ansi,
+)
 from correlator.ruleset import PatternTimeout, RuleSet
 from correlator.scan import MAYBE_PREFIX, Pattern, Scanner, make_scanner
 from correlator.timestamps import NS, Parsed, StampParser
@@ -260,7 +262,9 @@ class _State:
             return
         probe = region[:ONE_WRITER_PROBE]
         ranks = _line_start_captures(probe, getattr(self.engine.scanner, "name", "") == "hyperscan")
-        if len(ranks) >= 2 or _several_local_tags(probe[:LOCAL_TAG_PROBE]):
+        # (or lines that state two ranks in their own text, "[rank 5] ...", "[rank 13] ...": a node's
+        # file of unprefixed processes, named after its host)
+        if len(ranks) >= 2 or _several_local_tags(probe[:LOCAL_TAG_PROBE]) or len(ranks_in_text(probe)) >= 2:
             from dataclasses import replace
 
             self.src = replace(self.src, file_rank=None)
@@ -285,6 +289,9 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
         # (a [defaultN]: tag says the file multiplexes a node's workers: not one rank's file)
         rank = src.file_rank
     cap = caps.get("rank")
+    if cap is None and caps.get("pg", "0") == "0":
+        # a process group's own rank ("[PG ID 3 ... Rank 6]") is the global rank only in the default group
+        cap = caps.get("pg_rank")
     if rank is None and cap is not None and cap.isdecimal():
         # the rank the line is about, in the rule's own words ("[Rank 5] Watchdog ...", Megatron's
         # "Rank 6: found NaN ...", a failure table's "rank : 12"): over an srun task or a [defaultN]

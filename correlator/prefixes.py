@@ -37,6 +37,7 @@ _MPI_STAMPED = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?
 #: a plain line naming its rank inside the message (no prefix): ``[Rank 5] ...``, ``[RANK 5]``, or
 #: a logger's bracket that ends with it (OLMo: ``CRITICAL [olmo.util:158, rank=6] ...``)
 _RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]|\[[^\[\]\n]{0,80}?,\s*rank=(\d{1,6})\]")
+_RANK_IN_TEXT_B = re.compile(_RANK_IN_TEXT.pattern.encode())
 # WARN lines name NCCL's source location between the device and "NCCL": ``[0] ib_plugin.c:1105 NCCL WARN``
 _NCCL_HOST = re.compile(
     r"(?:^|\s)(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:[\w/.-]+:\d+ )?NCCL ")
@@ -127,6 +128,17 @@ def clean(raw: str) -> str:
 def rank_in_text(message: str) -> int | None:
     m = _RANK_IN_TEXT.search(message, 0, 300)
     return int(m.group(1) or m.group(2)) if m else None
+
+
+def ranks_in_text(data: bytes, limit: int = 3) -> set[int]:
+    """The distinct ranks that lines of ``data`` state in their own text (``[rank 13] ...``), up to
+    ``limit`` of them: two or more say the bytes hold several processes' lines."""
+    found: set[int] = set()
+    for m in _RANK_IN_TEXT_B.finditer(data):
+        found.add(int(m.group(1) or m.group(2)))
+        if len(found) >= limit:
+            break
+    return found
 
 
 def nccl_origin(message: str) -> tuple[str, int, int] | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from correlator.attribution import policy
 from correlator.attribution.events import Ev
 from correlator.attribution.lifecycle import WORKER_EXIT_TAG
-from correlator.model import Role, Who
+from correlator.model import Role, TimeKind, Who
 
 
 #: rule tags the causal step reads
@@ -24,9 +24,7 @@ PEER_TRANSPORT_TAG = "peer-transport"
 SIGNAL_EXIT_TAG = "signal-exit"
 SIGNAL_SENT_TAG = "signal-sent"
 #: signals a peer's network error cannot cause (SIGABRT can: NCCL's and c10d's aborts)
-_DEATHS = frozenset({"11", "7", "9", "4", "8", "-11", "-7", "-9", "-4", "-8", "SIGSEGV", "SIGBUS", "SIGKILL", "SIGILL",
-                     "SIGFPE", "SEGMENTATION FAULT", "BUS ERROR", "ILLEGAL INSTRUCTION", "FLOATING POINT EXCEPTION",
-                     "KILLED"})
+_DEATHS = frozenset({"SEGV", "BUS", "KILL", "ILL", "FPE"})
 
 
 def signalled(evs: Sequence[Ev]) -> dict[tuple, list[int | None]]:
@@ -47,7 +45,7 @@ def is_candidate(ev: Ev, sent: dict[tuple, list[int | None]]) -> bool:
         return False
     if SIGNAL_EXIT_TAG in ev.rule.tags:
         # SIGTERM/SIGINT/SIGHUP are how launchers and schedulers stop workers: a consequence
-        if ev.m.capture("exitcode") in policy.STOPPED_EXIT_CODES:
+        if ev.m.capture("exitcode") in policy.STOPPED_EXIT_CODES or signal_of(ev) in policy.STOPPING_SIGNALS:
             return False
         pid = ev.m.capture("pid")
         if pid is not None:
@@ -88,31 +86,51 @@ def first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
 
 def same_failure(c: Ev, r: Ev) -> bool:
     """``c`` is ``r``'s failure told again without a rank, on ``r``'s node (slurmstepd's "Detected 1
-    oom-kill event" beside srun's "task 0: Out Of Memory"): part of the root, not a rival."""
-    return (c.rule.id == r.rule.id and c.rank is None and r.rank is not None and c.m.who.host is not None
-            and c.m.who.host == r.m.who.host)
+    oom-kill event" beside srun's "task 0: Out Of Memory"; faulthandler's banner beside the agent's
+    report of the same signal): part of the root, not a rival."""
+    if not (c.rank is None and r.rank is not None and c.m.who.host is not None and c.m.who.host == r.m.who.host):
+        return False
+    return c.rule.id == r.rule.id or (signal_of(c) is not None and signal_of(c) == signal_of(r))
 
 
 def _is_death(e: Ev) -> bool:
-    """A death no peer's network error causes: a native crash, a SIGSEGV/SIGBUS/SIGKILL exit."""
-    if "native-crash" in e.rule.tags:
-        return True
-    if SIGNAL_EXIT_TAG in e.rule.tags or WORKER_EXIT_TAG in e.rule.tags:
-        sig = e.m.capture("signal") or e.m.capture("signame") or e.m.capture("exitcode")
-        return sig is not None and sig.upper() in _DEATHS
-    return False
+    """A death no peer's network error causes: a native crash, a SIGSEGV/SIGBUS/SIGKILL exit (an abort
+    can be NCCL's or c10d's own reaction to a peer)."""
+    sig = signal_of(e)
+    if sig is not None:
+        return sig in _DEATHS
+    return "native-crash" in e.rule.tags
+
+
+def _span(e: Ev) -> tuple[int, int]:
+    """The interval an event's true instant lies in: its own stamp (and resolution), or for a line
+    without one the stamps of its writer's lines around it (which can be minutes apart); with no
+    stamped line of its writer after it, any time after the one before."""
+    assert e.t is not None
+    lo = e.lo if e.lo is not None else e.t
+    if e.hi is not None:
+        hi = e.hi
+    elif e.m.time_kind is TimeKind.OWN:
+        hi = e.t + (e.unc or 0)
+    else:
+        hi = policy.UNBOUNDED_NS
+    return min(lo, e.t), max(hi, e.t)
 
 
 def explained_by_peer_death(c: Ev, deaths: Sequence[Ev]) -> Ev | None:
     """A transport error (``peer-transport``: a peer closed the connection, an IB completion error)
     on one rank within ``PEER_DEATH_NS`` of another rank's death, either side (a death is often told
-    seconds after it happened), is what that death looks like from the other end of the wire."""
+    seconds after it happened), is what that death looks like from the other end of the wire. An
+    error line without a stamp of its own may lie anywhere between its neighbours' stamps."""
     if PEER_TRANSPORT_TAG not in c.rule.tags or c.t is None:
         return None
+    c_lo, c_hi = _span(c)
     for d in deaths:
         if d is c or d.t is None or (d.rank is not None and d.rank == c.rank) or d.rank is None and d.m.who.host is None:
             continue
-        if abs(c.t - d.t) <= policy.PEER_DEATH_NS + (c.unc or 0) + (d.unc or 0):
+        d_lo, d_hi = _span(d)
+        slack = policy.PEER_DEATH_NS
+        if d_lo <= c_hi + slack and c_lo <= d_hi + slack:
             return d
     return None
 
@@ -160,35 +178,73 @@ class Wave:
     what: str
 
 
+#: signal numbers and the words launchers print for them -> the signal's short name
+_SIGNALS = {"11": "SEGV", "7": "BUS", "6": "ABRT", "9": "KILL", "8": "FPE", "4": "ILL", "15": "TERM",
+            "SEGMENTATION FAULT": "SEGV", "BUS ERROR": "BUS", "ABORTED": "ABRT", "KILLED": "KILL",
+            "FLOATING POINT EXCEPTION": "FPE", "ILLEGAL INSTRUCTION": "ILL"}
+
+
+def signal_of(e: Ev) -> str | None:
+    """The signal a death was (``SEGV``, ``BUS``, ...), from the line's captures (a negative exit code,
+    a signal number or name) or its rule's ``signal:NAME`` tag; None when the event names none."""
+    for cap in ("signal", "signame", "exitcode"):
+        v = e.m.capture(cap)
+        if v:
+            v = v.strip().upper().lstrip("-")
+            v = v[3:] if v.startswith("SIG") else v
+            name = _SIGNALS.get(v, v if v.isalpha() else None)
+            if name and (cap != "exitcode" or e.m.capture("exitcode", ).startswith("-")):  # type: ignore[union-attr]
+                return name
+    for t in e.rule.tags:
+        if t.startswith("signal:"):
+            return t.split(":", 1)[1]
+    return None
+
+
 def _failure_kind(e: Ev) -> str:
     """What a death was, for comparing deaths across ranks: the signal when one is named, else the rule."""
-    sig = e.m.capture("signal") or e.m.capture("signame") or e.m.capture("exitcode")
-    return f"signal {sig.upper().lstrip('-')}" if sig else e.rule.id
+    sig = signal_of(e)
+    return f"signal {sig}" if sig else e.rule.id
 
 
 def wave(firsts: Sequence[Ev], ranks_of_host: dict[str, set[int]], known: set[int]) -> Wave | None:
     """The earliest failures, when they are one failure of a whole node (all its ranks the logs show,
-    two or more) or of most of the job across nodes, within ``NODE_WAVE_NS``: no rank is first."""
+    two or more) or of most of the job across nodes, within ``NODE_WAVE_NS``: no rank is first. Lines
+    without stamps of their own (faulthandler's banners) carry their neighbours' times, so the test is
+    that the failures' intervals share one instant. A failure of another kind that is surely earlier
+    than the wave (its latest possible time before it) rules the wave out."""
+    host_of = {r: h for h, rs in ranks_of_host.items() for r in rs}
     timed = sorted((e for e in firsts if e.t is not None and e.rank is not None), key=Ev.sort_key)
     if len(timed) < policy.NODE_WAVE_MIN_RANKS:
         return None
     head = timed[0]
     kind = _failure_kind(head)
-    same = [e for e in timed if e.t - head.t <= policy.NODE_WAVE_NS + (e.unc or 0) and _failure_kind(e) == kind]
-    if len({e.rank for e in same}) < policy.NODE_WAVE_MIN_RANKS:
-        return None
-    ranks = tuple(sorted({e.rank for e in same if e.rank is not None}))
-    hosts = {e.m.who.host for e in same}
-    if len(hosts) == 1 and None not in hosts:
-        host = next(iter(hosts))
-        node_ranks = ranks_of_host.get(host or "", set())
-        if node_ranks and set(ranks) >= node_ranks and len(node_ranks) >= policy.NODE_WAVE_MIN_RANKS:
-            # and nothing else failed before the wave on another node
-            return Wave(host, ranks, head, kind)
-        return None
-    if known and len(ranks) >= policy.JOB_WAVE_SHARE * len(known) and len(hosts - {None}) >= 2:
-        return Wave(None, ranks, head, kind)
+    for e in firsts:
+        if e.t is not None and _failure_kind(e) != kind and _span(e)[1] < head.t - policy.NODE_WAVE_NS:  # type: ignore[operator]
+            return None
+
+    def host(e: Ev) -> str | None:
+        return e.m.who.host or host_of.get(e.rank)  # type: ignore[arg-type]
+
+    node = host(head)
+    if node is not None:
+        on_node = [e for e in timed if _failure_kind(e) == kind and host(e) == node]
+        node_ranks = ranks_of_host.get(node, set())
+        ranks = {e.rank for e in on_node if e.rank is not None}
+        if len(node_ranks) >= policy.NODE_WAVE_MIN_RANKS and ranks >= node_ranks and _one_instant(on_node):
+            return Wave(node, tuple(sorted(ranks)), head, kind)
+    same = [e for e in timed if e.t - head.t <= policy.NODE_WAVE_NS + (e.unc or 0) and _failure_kind(e) == kind]  # type: ignore[operator]
+    ranks = {e.rank for e in same if e.rank is not None}
+    hosts = {host(e) for e in same}
+    if known and len(ranks) >= policy.JOB_WAVE_SHARE * len(known) and len(hosts - {None}) >= 2 and _one_instant(same):
+        return Wave(None, tuple(sorted(ranks)), head, kind)
     return None
+
+
+def _one_instant(evs: Sequence[Ev]) -> bool:
+    """The events' intervals all come within ``NODE_WAVE_NS`` of one instant."""
+    spans = [_span(e) for e in evs]
+    return max(lo for lo, _ in spans) <= min(hi for _, hi in spans) + policy.NODE_WAVE_NS
 
 
 def launcher_named_worker(r: Ev, evs: Sequence[Ev]) -> Who | None:
@@ -209,3 +265,23 @@ def launcher_named_worker(r: Ev, evs: Sequence[Ev]) -> Who | None:
 
 
 
+
+
+def mismatch_culprit(evs: Sequence[Ev]) -> tuple[int, int] | None:
+    """The odd rank out of a collective mismatch: each report names a pair (the reporter, the rank it
+    compared with); the rank in every pair of two or more reporters' lines diverged, whoever reported
+    it. Returns (rank, number of reports) or None."""
+    pairs = []
+    for e in evs:
+        if "mismatch" not in e.rule.tags:
+            continue
+        pair = {int(x) for x in (e.m.capture("first_rank"), e.m.capture("second_rank")) if x and x.isdecimal()}
+        if len(pair) == 2:
+            pairs.append(frozenset(pair))
+    distinct = set(pairs)
+    if len(distinct) < 2:
+        return None
+    common = frozenset.intersection(*distinct)
+    if len(common) != 1:
+        return None
+    return next(iter(common)), len(pairs)

@@ -18,6 +18,8 @@ class EvidenceKind(StrEnum):
     PRIMARY = "primary"
     #: a worker killed by a signal that neither its launcher nor its scheduler sent
     SIGNAL_EXIT = "signal-exit"
+    #: the odd rank out of a collective mismatch: in every pair the ranks' reports compare
+    MISMATCH_ODD_ONE_OUT = "mismatch-odd-one-out"
     #: every rank of one node (or of the job) died of the same failure within a second or two
     NODE_WAVE = "node-wave"
     #: PyTorch's desync report (``TORCH_NCCL_DESYNC_DEBUG``) says who never joined, or who is the odd
@@ -51,6 +53,7 @@ _TEXT: dict[EvidenceKind, str] = {
     EvidenceKind.PRIMARY: "the earliest failure that nothing else explains",
     EvidenceKind.SIGNAL_EXIT: "a worker killed by a signal nobody sent it",
     EvidenceKind.NODE_WAVE: "every rank of the node died of the same failure at once",
+    EvidenceKind.MISMATCH_ODD_ONE_OUT: "the odd rank out of a collective mismatch (in every pair the reports compare)",
     EvidenceKind.DESYNC_REPORT: "PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG)",
     EvidenceKind.STALL_REPORT: "Horovod's stall report (the ranks that never submitted the tensor)",
     EvidenceKind.MISSING_FROM_COLLECTIVE: "the rank missing from the collective every other rank timed out in",

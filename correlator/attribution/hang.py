@@ -25,9 +25,11 @@ from correlator.timestamps import NS
 
 @dataclass(frozen=True)
 class Stuck:
-    """The collective the majority of ranks timed out in."""
+    """The collective the ranks timed out in first: of the process group whose timeouts came first
+    (an expert-parallel group stuck on one rank makes the other groups' ranks time out later on the
+    default group's next collective, a consequence)."""
 
-    #: rank -> the SeqNum of its first timeout report
+    #: rank -> the SeqNum of its first timeout report in that group
     first_seq: dict[int, int]
     #: the majority SeqNum and how many ranks report it
     major: int | None
@@ -36,22 +38,52 @@ class Stuck:
     pgs: frozenset[str]
     #: the rule most ranks report the timeout with
     rule: str | None
+    #: the stuck group's id when the lines name one
+    pg: str | None = None
+    #: the ranks that belong to that group (None: every rank, the default group)
+    members: frozenset[int] | None = None
+
+
+#: process group ids that are the job-wide default group (PyTorch numbers it 0)
+_DEFAULT_GROUPS = (None, "0")
 
 
 def stuck_collective(evs: Sequence[Ev]) -> Stuck:
-    first_seq: dict[int, int] = {}
-    by_rule: Counter[str] = Counter()
+    by_pg: dict[str | None, list[Ev]] = defaultdict(list)
     for ev in evs:
         seq = ev.m.capture("seq")
         if ev.rank is not None and seq and seq.isdecimal() and ev.rule.role is Role.COLLATERAL:
-            first_seq.setdefault(ev.rank, int(seq))
+            by_pg[ev.m.capture("pg")].append(ev)
+    by_rule: Counter[str] = Counter()
+    pg: str | None = None
+    first_seq: dict[int, int] = {}
+    if by_pg:
+        def first_time(item: tuple[str | None, list[Ev]]) -> tuple[int, int]:
+            ts = [e.t for e in item[1] if e.t is not None]
+            return (min(ts) if ts else 1 << 62, -len({e.rank for e in item[1]}))
+        # a line that names no group (a ``what():`` copy, an older wording) joins the named group in
+        # which its rank reported the same SeqNum, or the only named group there is
+        named = {k: v for k, v in by_pg.items() if k is not None}
+        if named and None in by_pg:
+            seen = {(e.rank, e.m.capture("seq")): k for k, v in named.items() for e in v}
+            for e in by_pg[None]:
+                k = seen.get((e.rank, e.m.capture("seq")))
+                if k is None and len(named) == 1:
+                    k = next(iter(named))
+                if k is not None:
+                    named[k].append(e)
+        pg, group = min((named or by_pg).items(), key=first_time)
+        for ev in sorted(group, key=Ev.sort_key):
+            first_seq.setdefault(ev.rank, int(ev.m.capture("seq")))  # type: ignore[arg-type]
             by_rule[ev.rule.id] += 1
-    if not by_rule:
+    else:
         by_rule.update(ev.rule.id for ev in evs if ev.rule.role is Role.COLLATERAL and "timeout" in ev.rule.tags)
     major, n_major = Counter(first_seq.values()).most_common(1)[0] if first_seq else (None, 0)
-    pgs = frozenset(pg for ev in evs if major is not None and ev.m.capture("seq") == str(major)
-                    for pg in [ev.m.capture("pg")] if pg)
-    return Stuck(first_seq, major, n_major, pgs, by_rule.most_common(1)[0][0] if by_rule else None)
+    members = None
+    if pg not in _DEFAULT_GROUPS:
+        members = frozenset(e.rank for e in evs if e.rank is not None and e.m.capture("pg") == pg)
+    pgs = frozenset({pg} if pg is not None else ())
+    return Stuck(first_seq, major, n_major, pgs, by_rule.most_common(1)[0][0] if by_rule else None, pg, members)
 
 
 @dataclass(frozen=True)
@@ -98,14 +130,29 @@ def stall_report(evs: Sequence[Ev]) -> list[Clue]:
                                     "tensor the others wait for") for r in sorted(stalled)]
 
 
-def missing_from_collective(s: Stuck, known: set[int], d: Desync) -> list[Clue]:
-    if s.major is None:
+def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Desync) -> list[Clue]:
+    """Ranks absent from the timeout most ranks report: the stuck collective's SeqNum when the lines
+    name one (NCCL's watchdog), else the timeout rule itself (gloo's ``Timed out waiting ... for recv``,
+    which names no collective). A rank the desync report saw join is not absent."""
+    if s.major is not None:
+        reporters, what = set(s.first_seq), f"the collective timeout that {s.n_major} ranks report (SeqNum {s.major})"
+    else:
+        # a rank that failed in the stuck collective in other words (gloo's "Connection closed by
+        # peer" once a neighbour's timeout closed the pair) was in it too
+        timed = {e.rank for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL
+                 and e.rule.id == s.rule and "timeout" in e.rule.tags}
+        reporters = {e.rank for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL}
+        what = (f"the {s.rule} that {len(timed)} ranks report (and the peer errors of {len(reporters - timed)} more)"
+                if timed else f"the peer errors ({', '.join(sorted({e.rule.id for e in evs if e.rule.role is Role.COLLATERAL})[:3])}) "
+                              f"that {len(reporters)} ranks report at once")
+    if len(reporters) < 2:
         return []
-    missing = sorted(known - set(s.first_seq) - d.joined)  # a rank the desync report saw join is not absent
-    if not missing or len(missing) > max(1, len(known) // policy.ODD_SHARE):
+    group = known if s.members is None else (known & s.members) | s.members
+    missing = sorted(group - reporters - d.joined)
+    if not missing or len(missing) > max(1, len(group) // policy.ODD_SHARE):
         return []
-    return [Clue(K.MISSING_FROM_COLLECTIVE, r, f"absent from the collective timeout that {s.n_major} ranks report "
-                                                f"(SeqNum {s.major})") for r in missing]
+    where = f" of process group {s.pg}" if s.members is not None else ""
+    return [Clue(K.MISSING_FROM_COLLECTIVE, r, f"absent from {what}{where}") for r in missing]
 
 
 def earlier_collective(s: Stuck) -> list[Clue]:
@@ -145,37 +192,24 @@ def other_operation(evs: Sequence[Ev]) -> list[Clue]:
 
 def work_counters(evs: Sequence[Ev], s: Stuck, d: Desync) -> list[Clue]:
     """NCCL work counters: a rank that never enqueued the stuck collective never entered it. A counter
-    speaks only of its own process group, so it is compared with the majority SeqNum of the same
-    group: a default-group counter relayed by a "from this local rank" dump line says nothing about
-    an expert-parallel group's stuck collective. A line that names no group is compared only when
-    the timeouts name one group at most."""
-    major_of = _majority_by_group(evs)
+    speaks only of its own process group, so only the stuck group's counters are compared with its
+    SeqNum: a default-group counter relayed by a "from this local rank" dump line says nothing about
+    an expert-parallel group's stuck collective. A line that names no group is compared only when the
+    timeouts name none either."""
+    if s.major is None:
+        return []
     out: dict[int, Clue] = {}
     for ev in evs:
         le, pg = ev.m.capture("last_enqueued"), ev.m.capture("pg")
         if ev.rank is None or not le or not le.isdecimal() or ev.rank in d.joined or ev.rank in out:
             continue
-        if pg is not None and pg in major_of:
-            target = major_of[pg]
-        elif pg is None and len(major_of) <= 1 and s.major is not None:
-            target = next(iter(major_of.values())) if major_of else s.major
-        else:
+        if pg != s.pg:
             continue
-        if int(le) < target:
+        if int(le) < s.major:
             out[ev.rank] = Clue(K.NCCL_WORK_COUNTERS, ev.rank,
-                                f"never enqueued SeqNum {target}{f' of process group {pg}' if pg else ''} "
+                                f"never enqueued SeqNum {s.major}{f' of process group {pg}' if pg else ''} "
                                 f"(last enqueued NCCL work: {le})")
     return list(out.values())
-
-
-def _majority_by_group(evs: Sequence[Ev]) -> dict[str | None, int]:
-    """Process group -> the SeqNum most ranks' timeouts in it name (None: lines naming no group)."""
-    firsts: dict[str | None, dict[int, int]] = defaultdict(dict)
-    for ev in evs:
-        seq = ev.m.capture("seq")
-        if ev.rank is not None and seq and seq.isdecimal() and ev.rule.role is Role.COLLATERAL:
-            firsts[ev.m.capture("pg")].setdefault(ev.rank, int(seq))
-    return {pg: Counter(by_rank.values()).most_common(1)[0][0] for pg, by_rank in firsts.items() if by_rank}
 
 
 def progress_stopped(streams: Sequence[StreamFacts]) -> list[Clue]:
@@ -270,7 +304,7 @@ def clues(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set[int],
     d = desync(evs)
     if all_joined(d, known):
         return [], s, d
-    found = [*desync_report(d), *stall_report(evs), *missing_from_collective(s, known, d), *earlier_collective(s),
+    found = [*desync_report(d), *stall_report(evs), *missing_from_collective(evs, s, known, d), *earlier_collective(s),
              *other_operation(evs), *work_counters(evs, s, d), *progress_stopped(streams),
              *output_stopped(evs, streams), *exited_early(evs, lives, known), *dump_pointer(evs)]
     return found, s, d

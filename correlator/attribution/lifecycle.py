@@ -44,14 +44,21 @@ class Life:
     last_step: int | None = None
     #: the last line of output by time, in any source
     last_ns: int | None = None
+    #: (path) -> (offset of the last line, time of the last stamped line) of the writer in that source
+    last_out: dict[str, tuple[int, int | None]] = field(default_factory=dict)
     completions: list[Ev] = field(default_factory=list)
     #: the launcher reports this rank exited with a failure (not stopped by it)
     exit_failed: bool = False
+    #: the launcher reports this rank's worker group finished successfully (every worker exited 0)
+    exit_ok: bool = False
 
 
 def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[IdentityFact] = (),
-          until_ns: int | None = None) -> dict[object, Life]:
-    """Lifecycles by rank (int) or by writer key (unranked writers)."""
+          until_ns: int | None = None, ranks_of_host: dict[str, set[int]] | None = None,
+          single_node: bool = False) -> dict[object, Life]:
+    """Lifecycles by rank (int) or by writer key (unranked writers). A node agent's success line
+    (a completion without a rank) is every worker of its node exiting 0: of the node its line
+    names, or of the only node of a one-node job."""
     lives: dict[object, Life] = defaultdict(Life)
     for s in streams:
         k: object = s.who.rank if s.who.rank is not None else writer_key(s.path, s.who)
@@ -66,6 +73,9 @@ def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[Ide
                 life.last_step_ns, life.last_step = s.last_step_ns, s.last_step
         if s.last_ns is not None and (life.last_ns is None or s.last_ns > life.last_ns):
             life.last_ns = s.last_ns
+        old_out = life.last_out.get(s.path)
+        if old_out is None or s.last_offset > old_out[0]:
+            life.last_out[s.path] = (s.last_offset, s.last_ns)
     for e in evs:
         k = e.rank if e.rank is not None else writer_key(e.m.path, e.m.who)
         if COMPLETION_TAG in e.rule.tags:
@@ -76,6 +86,16 @@ def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[Ide
     for f in facts:
         if f.source == "failure-table" and f.who.rank is not None and f.exitcode not in (None, 0, -15, -2, -1):
             lives[f.who.rank].exit_failed = True
+    ok_hosts = {e.m.who.host for e in evs if COMPLETION_TAG in e.rule.tags and e.rank is None
+                and e.m.who.task is None and (until_ns is None or e.t is None or e.t <= until_ns)
+                and "torchelastic" in e.rule.tags}
+    if ok_hosts:
+        ranks = {k for k in lives if isinstance(k, int)} | {e.rank for e in evs if e.rank is not None}
+        host_of = {r: h for h, rs in (ranks_of_host or {}).items() for r in rs}
+        for r in ranks:
+            h = host_of.get(r)
+            if (h is not None and h in ok_hosts) or (None in ok_hosts and single_node):
+                lives[r].exit_ok = True
     return dict(lives)
 
 
@@ -112,6 +132,20 @@ def _went_on_by_time(e: Ev, life: Life) -> str | None:
     return None
 
 
+def _went_on_after_completion(e: Ev, life: Life) -> str | None:
+    """A rank that had reported its training complete, then printed a failure and went on writing
+    stamped output for a while (an evaluation after training, an export): the failure was caught."""
+    if not life.completions or e.m.time_ns is None:
+        return None
+    out = life.last_out.get(e.m.path)
+    if out is None or out[0] <= e.m.offset or out[1] is None:
+        return None
+    if out[1] - e.m.time_ns >= policy.SURVIVED_OUTPUT_NS:
+        return (f"it had reported its training complete and its output went on "
+                f"{(out[1] - e.m.time_ns) / NS:.0f} s after it")
+    return None
+
+
 def _completed_after(e: Ev, life: Life) -> str | None:
     for c in life.completions:
         if c.m.path == e.m.path and c.m.offset > e.m.offset:
@@ -145,7 +179,10 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
             continue
         if life.exit_failed and last_failure.get(k) is e:
             continue
-        how = _went_on_by_position(e, life) or _completed_after(e, life) or _went_on_by_time(e, life)
+        how = (_went_on_by_position(e, life) or _completed_after(e, life) or _went_on_by_time(e, life)
+               or _went_on_after_completion(e, life))
+        if how is None and life.exit_ok and not life.exit_failed:
+            how = "its launcher reports that its worker group finished successfully (every worker exited 0)"
         if how:
             who = f"rank {e.rank}" if e.rank is not None else e.m.path
             when = f" at {iso(e.t)}" if e.t is not None else ""

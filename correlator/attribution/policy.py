@@ -25,6 +25,8 @@ EVENT_WINDOW_NS = 5 * NS
 EVENT_WINDOW_LINES = 60
 #: exit codes of workers their launcher or scheduler stopped (SIGTERM, SIGINT, SIGHUP): a consequence
 STOPPED_EXIT_CODES = frozenset({"-15", "-2", "-1"})
+#: the signals launchers and schedulers stop workers with
+STOPPING_SIGNALS = frozenset({"TERM", "INT", "HUP"})
 #: a signal death of one worker within this of the launcher's own signal to that pid was sent by it
 SIGNAL_SENT_SLACK_NS = 1 * NS
 
@@ -42,6 +44,9 @@ NEXT_FAR_NS = 10 * NS
 #: printed within a second or two of the stamped lines around it
 INHERIT_UNC_NS = 2 * NS
 
+#: the latest possible time of a line whose writer printed no stamped line after it
+UNBOUNDED_NS = 1 << 62
+
 # --- survived or terminal --------------------------------------------------------------------------
 
 #: a failure its rank's training progress goes on from for this long (by the progress lines' own
@@ -49,6 +54,9 @@ INHERIT_UNC_NS = 2 * NS
 SURVIVED_NS = 120 * NS
 #: an unstamped failure line counts for the time rule above only between stamps this close
 SURVIVED_BRACKET_NS = 120 * NS
+#: a rank that reported its training complete and then wrote stamped output this long after a failure
+#: (an evaluation, an export) went on from it
+SURVIVED_OUTPUT_NS = 30 * NS
 #: progress lines of the same writer after a failure, by position, that make it survived: one
 #: progress line can be stdout flushed at exit (block-buffered output of a process that then died),
 #: two with a later time or a higher step are the rank training on
@@ -129,6 +137,8 @@ CONF_GENERIC, CONF_GENERIC_LEAD = 0.25, 0.2
 CONF_NO_RANK, CONF_LAUNCHER_NAMED = 0.15, 0.1
 #: the collateral seen is what the root's rule says it causes
 CONF_EXPLAINS_BONUS = 0.03
+#: the odd rank out of a collective mismatch (the reports agree on it, but a report is a comparison)
+CONF_ODD_ONE_OUT = 0.8
 #: a node- or job-level wave
 CONF_WAVE = 0.8
 #: a hang: base + per point of score, at most; equal suspects at most

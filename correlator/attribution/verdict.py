@@ -69,6 +69,17 @@ def _pool(unexplained: Sequence[Ev]) -> tuple[list[Ev], Ev | None]:
     return pool, None
 
 
+def _job_first(job: Ev, root_ev: Ev) -> bool:
+    """A job-level end (a scheduler's kill, a cancel) came before the first failure: by time, or --
+    when neither line carries a stamp of its own -- by position in the same file (the ranks the
+    scheduler killed are reported after its line)."""
+    if job.t is not None and root_ev.t is not None and job.t < root_ev.t - (root_ev.unc or 0):
+        return True
+    unstamped = job.m.time_kind is not TimeKind.OWN or root_ev.m.time_kind is not TimeKind.OWN
+    return unstamped and job.m.path == root_ev.m.path and job.m.offset < root_ev.m.offset and (
+        job.t is None or root_ev.t is None or job.t <= root_ev.t + (root_ev.unc or 0))
+
+
 def _single_worker_rank(root_ev: Ev, w: _Work, single_node: bool) -> tuple[Ev, str | None]:
     """A launcher that reports a dead worker without naming it (DeepSpeed's sigkill_handler) but
     lists every worker it has as it kills them: with one worker listed, it was local rank 0."""
@@ -88,15 +99,39 @@ def _single_worker_rank(root_ev: Ev, w: _Work, single_node: bool) -> tuple[Ev, s
 
 
 def _ranked_twin(root_ev: Ev, per_rank: dict[object, Ev]) -> Ev:
-    """A node-level line (slurmstepd's oom_kill notice) and a line naming the rank (srun's "task 2:
-    Out Of Memory") tell of one event: name the rank unless the node line is clearly first."""
+    """A line without a rank and a line naming the rank can tell of one event: slurmstepd's oom_kill
+    notice and srun's "task 2: Out Of Memory"; faulthandler's "Fatal Python error: Segmentation fault"
+    in a node's file and the agent's "failed (exitcode: -11) local_rank: 3". Name the rank unless the
+    rankless line is clearly first by its own stamp; a rankless line whose time is only inherited (in
+    a file several processes write unprefixed, a neighbour's stamp) is that rank's death when it is the
+    only death by the same signal on the same node."""
     if root_ev.rank is not None:
         return root_ev
-    for c in sorted(per_rank.values(), key=Ev.sort_key):
-        if c.rank is not None and c.rule.category == root_ev.rule.category and (
+    ranked = sorted((c for c in per_rank.values() if c.rank is not None), key=Ev.sort_key)
+    for c in ranked:
+        if c.rule.category == root_ev.rule.category and (
                 c.t is None or root_ev.t is None or c.t - root_ev.t <= (root_ev.unc or 0) + (c.unc or 0) + policy.TWIN_SLACK_NS):
             return c
+    sig = causal.signal_of(root_ev)
+    if sig is not None and root_ev.m.time_kind is not TimeKind.OWN and root_ev.m.who.host:
+        same = [c for c in ranked if causal.signal_of(c) == sig and c.m.who.host == root_ev.m.who.host]
+        if len(same) == 1:
+            return same[0]
     return root_ev
+
+
+def _odd_one_out(root_ev: Ev, per_rank: dict[object, Ev], w: _Work) -> Ev:
+    """In a collective mismatch the root is the odd rank out, not the first rank to report it."""
+    if "mismatch" not in root_ev.rule.tags:
+        return root_ev
+    odd = causal.mismatch_culprit(w.evs)
+    if odd is None or odd[0] == root_ev.rank:
+        return root_ev
+    own = per_rank.get(odd[0])
+    if own is not None and "mismatch" in own.rule.tags:
+        return own
+    m = replace(root_ev.m, who=Who(rank=odd[0]))
+    return Ev(m, root_ev.rule, root_ev.t, root_ev.lo, root_ev.hi, root_ev.unc, root_ev.domain, skew=root_ev.skew)
 
 
 def _ties(r: Ev, rest: Sequence[Ev]) -> list[Ev]:
@@ -134,7 +169,9 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
     confidence with every reason that lowers it."""
     r = root_ev
     rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r and not causal.same_failure(e, r)]
-    tie = _ties(r, rest)
+    odd = causal.mismatch_culprit(w.evs) if "mismatch" in r.rule.tags else None
+    is_odd = odd is not None and odd[0] == r.rank
+    tie = [] if is_odd else _ties(r, rest)
     if tie:
         r, tie = _break_tie(r, tie, per_rank, w)
         rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r and not causal.same_failure(e, r)]
@@ -151,6 +188,8 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
         code = r.m.capture("exitcode")
         how = f"exit code {code}" if code else f"signal {r.m.capture('signal') or 9}, {r.m.capture('signame') or 'Killed'}"
         w.why.append(f"{who_text(r)} died by a signal ({how}) that its launcher did not send")
+    elif is_odd:
+        w.why.append(f"{who_text(r)} is the odd rank out of a collective mismatch: {r.rule.title}")
     else:
         specific = "primary " if r.rule.priority >= policy.GENERIC_PRIORITY else ""
         w.why.append(f"{who_text(r)} has the earliest {specific}failure: {r.rule.title}")
@@ -172,7 +211,12 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
     elif r.m.time_kind is TimeKind.NONE:
         confidence -= policy.CONF_NO_TIME
         w.why.append("no timestamps for it: ordered by position in its stream")
-    if "mismatch" in r.rule.tags:
+    if is_odd and odd is not None:
+        decided = K.MISMATCH_ODD_ONE_OUT
+        confidence = min(confidence, policy.CONF_ODD_ONE_OUT)
+        w.why.append(f"{odd[1]} mismatch reports compare pairs of ranks, and rank {r.rank} is in every pair: the "
+                     f"odd rank out, whoever reported it")
+    elif "mismatch" in r.rule.tags:
         # a cross-rank check reports on a pair; the reporter is not necessarily the rank that diverged
         pair = [x for x in (r.m.capture("first_rank"), r.m.capture("second_rank")) if x]
         other = next((x for x in pair if not (x.isdecimal() and int(x) == r.rank)), None) or r.m.capture("peer")
@@ -241,7 +285,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     progress after it does not make a failure of this attempt look survived."""
     evs = make_events(matches, rules, clocks)
     sent = causal.signalled(evs)
-    lives = lifecycle.build(evs, streams, facts, until_ns)
+    lives = lifecycle.build(evs, streams, facts, until_ns, ranks_of_host, single_node)
     survived = lifecycle.survived(evs, lives)
     cands = [e for e in evs if causal.is_candidate(e, sent) and id(e) not in survived]
     explained = causal.explanations(cands, evs)
@@ -264,8 +308,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     if pool:
         per_rank = causal.first_failure_per_rank(pool)
         root_ev = sorted(per_rank.values(), key=Ev.sort_key)[0]
-        if first_job is not None and first_job.t is not None and root_ev.t is not None \
-                and first_job.t < root_ev.t - (root_ev.unc or 0):
+        if first_job is not None and _job_first(first_job, root_ev):
             root_ev = None  # a job-level end that precedes every primary failure explains them
     if root_ev is not None:
         node_wave = causal.wave(list(per_rank.values()), ranks_of_host or {}, known_ranks)
@@ -273,13 +316,14 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         verdict, root_ev, decided, confidence = Verdict.ROOT_CAUSE, node_wave.first, K.NODE_WAVE, policy.CONF_WAVE
         where = f"every rank of node {node_wave.host}" if node_wave.host else "most of the job's ranks"
         w.why.append(f"{where} ({compress_ranks(list(node_wave.ranks))}) died of the same failure ({node_wave.what}) "
-                     f"within {policy.NODE_WAVE_NS / NS:.0f} s: a {'node' if node_wave.host else 'job'}-level failure, "
+                     f"at once (within {policy.NODE_WAVE_NS / NS:.0f} s as far as their stamps tell): a {'node' if node_wave.host else 'job'}-level failure, "
                      f"not one rank's")
     elif root_ev is not None:
         root_ev, note = _single_worker_rank(root_ev, w, single_node)
         if note:
             w.why.append(note)
         root_ev = _ranked_twin(root_ev, per_rank)
+        root_ev = _odd_one_out(root_ev, per_rank, w)
         verdict = Verdict.ROOT_CAUSE
         root_ev, tie, decided, confidence = _primary_root(root_ev, per_rank, w, generic_lead, inferred, skew_note)
     else:
