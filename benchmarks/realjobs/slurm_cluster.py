@@ -25,10 +25,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 #: job states after which a job never runs again (scontrol's JobState=...)
 TERMINAL_STATES = frozenset(
@@ -93,7 +94,7 @@ class SlurmCluster:
         self.node_name = socket.gethostname().split(".")[0] or "localhost"
         self.dir: Path | None = None
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._logs: list[object] = []
+        self._logs: list[IO[bytes]] = []
 
     # ------------------------------------------------------------------ set-up and tear-down
     def __enter__(self) -> SlurmCluster:
@@ -245,11 +246,11 @@ PartitionName=debug Nodes={self.node_name} Default=YES MaxTime=INFINITE State=UP
                 parts.extend(p.read_text(errors="replace").splitlines()[-tail_lines:])
         return "\n".join(parts)
 
-    def _wait_for(self, ready: object, what: str) -> None:
+    def _wait_for(self, ready: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             self._check_daemons()
-            if ready():  # type: ignore[operator]
+            if ready():
                 return
             time.sleep(0.5)
         raise SlurmClusterError(f"timed out after {self.start_timeout_s:.0f} s waiting for {what}")
@@ -290,7 +291,7 @@ PartitionName=debug Nodes={self.node_name} Default=YES MaxTime=INFINITE State=UP
             except ProcessLookupError:
                 pass
         for log in self._logs:
-            log.close()  # type: ignore[attr-defined]
+            log.close()
         self._logs.clear()
         if not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
