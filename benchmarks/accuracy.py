@@ -211,9 +211,10 @@ def healthy_rows(seeds: int = 13) -> str:
     return "\n".join(lines) + "\n"
 
 
-def invariance(limit: int | None = None) -> str:
+def invariance(limit: int | None = None, seeds: int = 1) -> str:
     """The invariance rate per transformation over the sample jobs, the real logs of two or more
-    ranks and the recorded/class cases."""
+    ranks and the recorded/class cases (``seeds`` draws of each transformation per case; the first is
+    the one the tests use)."""
     sys.path.insert(0, str(TESTS))
     from random import Random
 
@@ -241,19 +242,20 @@ def invariance(limit: int | None = None) -> str:
             files = read_job(c)
             base = _analyze_files(files, Path(d) / f"{i}-base")[:3]
             for name, fn in TRANSFORMS.items():
-                out = fn(files, Random(f"{c.name}/{name}"))
-                if out is None:
-                    continue
-                got = _analyze_files(out, Path(d) / f"{i}-{name}")[:3]
-                stats[name][0] += 1
-                if got == base:
-                    stats[name][1] += 1
-                else:
-                    broken[name].append(f"{c.parent.name}/{c.name}: {base[0]} rank {base[1]} ({base[2]}) -> "
-                                        f"{got[0]} rank {got[1]} ({got[2]})")
+                for k in range(seeds):
+                    out = fn(files, Random(f"{c.name}/{name}" + (f"/{k}" if k else "")))
+                    if out is None:
+                        break
+                    got = _analyze_files(out, Path(d) / f"{i}-{name}-{k}")[:3]
+                    stats[name][0] += 1
+                    if got == base:
+                        stats[name][1] += 1
+                    else:
+                        broken[name].append(f"{c.parent.name}/{c.name}{f' (draw {k})' if k else ''}: {base[0]} "
+                                            f"rank {base[1]} ({base[2]}) -> {got[0]} rank {got[1]} ({got[2]})")
     lines = [f"cases: {len(kept)} (of {len(cases)}; real logs of one rank left out)   "
              f"analysis time: {time.perf_counter() - t0:.1f} s", "",
-             f"{'transformation':28}{'applicable':>11}{'invariant':>11}{'rate':>9}"]
+             f"{'transformation':28}{'applied':>11}{'invariant':>11}{'rate':>9}"]
     for name, (app, inv) in stats.items():
         rate = f"{100.0 * inv / app:7.1f}%" if app else "      - "
         lines.append(f"  {name:26}{app:>11}{inv:>11}{rate:>9}")
@@ -269,10 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="write the generated jobs here and keep them")
     ap.add_argument("--invariance", action="store_true",
                     help="print the invariance rate per metamorphic transformation instead of the suite")
+    ap.add_argument("--seeds", type=int, default=1, help="with --invariance: draws of each transformation per case")
     ap.add_argument("--healthy-seeds", type=int, default=13, help="healthy jobs per log style (0: no healthy row)")
     a = ap.parse_args(argv)
     if a.invariance:
-        sys.stdout.write(invariance())
+        sys.stdout.write(invariance(seeds=a.seeds))
         return 0
     outs = run(a.jobs, a.seed, a.keep)
     sys.stdout.write(summarize(outs))
