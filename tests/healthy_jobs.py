@@ -6,7 +6,8 @@ run that goes well: caught and retried errors with their tracebacks, retry warni
 warnings, NCCL's teardown lines, the TCPStore lines of ranks that outlive rank 0's store at exit
 (``recvValue failed``, ``Failed to check the "should dump" flag``), NCCL's proxy ``Failed to execute
 operation Close``, ``Exception ignored in`` at interpreter exit, ``destroy_process_group() was not
-called``. The texts are the ones the libraries print (torch c10d, NCCL, urllib3, huggingface_hub,
+called``, a worker's TCPStore client retrying before rank 0's store listens, DDP's
+``find_unused_parameters`` warning, DeepSpeed's fp16 ``OVERFLOW! Rank 0 Skipping step``. The texts are the ones the libraries print (torch c10d, NCCL, urllib3, huggingface_hub,
 wandb, DeepSpeed, Lightning, tqdm); numbers, hosts and paths are made up.
 
 Styles (``STYLES``): ``pylog_per_rank`` (Python logging, one file per rank), ``srun_torchrun`` (one
@@ -27,7 +28,8 @@ Files = dict[str, bytes]
 
 RANKS, PER_NODE = 8, 4
 #: the kinds of benign noise a job may print (``healthy_job(..., noise=...)`` picks some)
-NOISE = ("caught", "retry", "warn", "teardown", "store_noise", "proxy", "ignored", "destroy_warn")
+NOISE = ("caught", "retry", "warn", "teardown", "store_noise", "proxy", "ignored", "destroy_warn", "store_retry",
+         "ddp_warn", "overflow")
 
 
 @dataclass
@@ -139,6 +141,25 @@ def store_exit_noise(j: Job, r: int, t: datetime) -> list[str]:
     ]
 
 
+def store_retry(j: Job, r: int, t: datetime) -> list[str]:
+    """A worker that reaches rank 0's TCPStore before it listens (startup), then connects."""
+    return [f"[rank{r}]:[{c10(t)} TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host "
+            f"{j.hosts[0]}:29500 - retrying (try=0, timeout=1800000ms, delay=487ms): Connection reset by peer"]
+
+
+def ddp_unused_warning(r: int, t: datetime) -> list[str]:
+    return [f"[rank{r}]:[{c10(t)} reducer.cpp:1457] Warning: find_unused_parameters=True was specified in DDP "
+            "constructor, but did not find any unused parameters in the forward pass. This flag results in an extra "
+            "traversal of the autograd graph every iteration,  which can adversely affect performance. If your model "
+            "indeed never has any unused parameters in the forward pass, consider turning this flag off. Note that "
+            "this warning may be a false positive if your model has flow control causing later iterations to have "
+            "unused parameters. (function operator())"]
+
+
+def _start_noise(j: Job, r: int, plan: dict) -> list[str]:
+    return store_retry(j, r, j.t0 + timedelta(seconds=8, milliseconds=r)) if r in plan["store_retry"] else []  # type: ignore[operator]
+
+
 def destroy_not_called(r: int, t: datetime) -> list[str]:
     return [f"[rank{r}]:[{c10(t)} ProcessGroupNCCL.cpp:1250] Warning: WARNING: destroy_process_group() was not called "
             "before program exit, which can leak resources. For more info, please see "
@@ -208,15 +229,19 @@ def _noise_plan(j: Job) -> dict[str, object]:
         "proxy": rng.sample(range(RANKS), rng.randint(0, 2)),
         "ignored": rng.sample(range(RANKS), rng.randint(0, 2)),
         "destroy_warn": rng.random() < 0.5,
+        "store_retry": rng.sample(range(1, RANKS), rng.randint(0, 3)),
+        "ddp_warn": rng.random() < 0.5,
+        "overflow": rng.randint(1, 3),
     }
     empty: dict[str, object] = {"caught": [], "retry": [], "warn": [], "teardown": False, "store_noise": [],
-                                "proxy": [], "ignored": [], "destroy_warn": False}
+                                "proxy": [], "ignored": [], "destroy_warn": False, "store_retry": [],
+                                "ddp_warn": False, "overflow": 0}
     return {k: (v if k in j.noise else empty[k]) for k, v in plan.items()}
 
 
 def _pylog_worker(j: Job, r: int, plan: dict, logger: str = "train") -> list[str]:
     """One rank's own lines in Python logging format, noise included, ending normally."""
-    out = nccl_init(j, r)
+    out = _start_noise(j, r, plan) + nccl_init(j, r)
     lr = 2e-4
     for k in range(j.steps + 1):
         t = j.at(k, r)
@@ -236,6 +261,8 @@ def _pylog_worker(j: Job, r: int, plan: dict, logger: str = "train") -> list[str
         loss = 2.6 - 0.01 * k + j.rng.random() * 0.02
         out.append(f"{py(t)} - {logger} - INFO - [rank {r}] step {step} | loss {loss:.4f} | lr {lr:.3e} | "
                    f"grad_norm {0.9 + j.rng.random() * 0.1:.3f} | tokens/s {40000 + j.rng.randint(0, 3000)}")
+        if k == 0 and plan["ddp_warn"]:
+            out += ddp_unused_warning(r, t + timedelta(milliseconds=40))
         if k and k % 10 == 0:
             out.append(f"{py(t + timedelta(seconds=1))} - {logger} - INFO - [rank {r}] saving checkpoint to "
                        f"/lustre/ckpt/run-{j.job_id}/step-{step:06d}")
@@ -346,7 +373,7 @@ def style_hf_deepspeed(j: Job) -> Files:
     for r in range(RANKS):
         node = r // PER_NODE
         t = j.t0 + timedelta(seconds=20, milliseconds=10 * r)
-        for x in nccl_init(j, r):
+        for x in _start_noise(j, r, plan) + nccl_init(j, r):
             put(t, node, x)
         put(t, node, f"[rank{r}]:[{c10(t, 'I')} ProcessGroupNCCL.cpp:852] [PG ID 0 PG GUID 0 Rank {r}] "
                      f"ProcessGroupNCCL initialization options: size: {RANKS}, global rank: {r}, TIMEOUT(ms): 600000, "
@@ -363,6 +390,11 @@ def style_hf_deepspeed(j: Job) -> Files:
                         f"[{s // 60:02d}:{s % 60:02d}<{(total - s) // 60:02d}:{(total - s) % 60:02d},  1.00it/s]"
                         for s in range(max(0, step - 9), step + 1))
         put(t, 0, frame)
+        if 1 <= k <= plan["overflow"]:  # type: ignore[operator]
+            # fp16's dynamic loss scale backing off in the first steps
+            put(t, 0, _ds(t, "INFO", "loss_scaler.py:183:update_scale", f"[deepspeed] OVERFLOW! Rank 0 Skipping "
+                                                                        f"step. Attempted loss scale: {2 ** (17 - k)}, "
+                                                                        f"reducing to {2 ** (16 - k)}"))
         if k and k % 2 == 0:
             put(t, 0, f"{{'loss': {2.6 - 0.01 * k:.4f}, 'grad_norm': {1.1 + j.rng.random():.3f}, 'learning_rate': "
                       f"{5e-05 * (1 - k / (j.steps + 1)):.4e}, 'epoch': {k / j.steps:.2f}}}")
@@ -407,7 +439,7 @@ def style_lightning(j: Job) -> Files:
     per_epoch = max(1, j.steps // 2)
     for r in range(RANKS):
         lr = r % PER_NODE
-        out = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/{RANKS}"]
+        out = _start_noise(j, r, plan) + [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/{RANKS}"]
         out += nccl_init(j, r)
         if r == 0:
             out += ["----------------------------------------------------------------------------------------------------",
@@ -449,6 +481,8 @@ def style_lightning(j: Job) -> Files:
             bar += (f"\rEpoch {epoch}:  {pct:2d}%|{'█' * (pct // 10):<10}| {s}/{per_epoch} [{k:02d}:00<00:00,  "
                     f"0.10it/s, v_num=3, train_loss={2.6 - 0.01 * k:.3f}]")
             out.append(f"{py(t)} - lit.train - INFO - [rank {r}] step {k * 50} loss {2.6 - 0.01 * k:.4f}")
+            if k == 0 and plan["ddp_warn"]:
+                out += ddp_unused_warning(r, t + timedelta(milliseconds=40))
         out.append(bar)
         if r == 0:
             out.append(f"`Trainer.fit` stopped: `max_epochs={j.steps // per_epoch + 1}` reached.")
