@@ -749,6 +749,12 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
             kind = TimeKind.INHERITED if t is not None else TimeKind.NONE
         else:
             t, lo, hi = _inherit(state, buf, start, pbytes, key)
+            if t is None and prefix.task is not None and (prefix.rank is not None or prefix.local_rank is not None):
+                # "3: [rank3]: Traceback ...": a process's tagged stderr under srun --label; its srun
+                # task's own lines ("3: 2026-... INFO ...") are the nearest clock it has
+                outer = pbytes[:pbytes.find(b": ") + 2] if b": " in pbytes else b""
+                if outer and outer != pbytes:
+                    t, lo, hi = _inherit(state, buf, start, outer, (*key, "task-clock"))
             kind = TimeKind.INHERITED if t is not None else TimeKind.NONE
         context: tuple[str, ...] = ()
         if any(r.role is Role.PRIMARY for r, _, _ in found):

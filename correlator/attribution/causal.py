@@ -75,7 +75,7 @@ def first_failure_per_rank(pool: Sequence[Ev]) -> dict[object, Ev]:
                 close = e.m.path == first.m.path and e.m.line - first.m.line <= policy.EVENT_WINDOW_LINES
             if close:
                 group.append(e)
-        best = max(group, key=lambda e: (e.rule.priority, -group.index(e)))
+        best = max(group, key=lambda e: (e.rule.priority, e.m.time_kind is TimeKind.OWN, -group.index(e)))
         if best is not first and first.t is not None and (best.t is None or best.t > first.t):
             best = best.retimed(first)
         elif best is not first and best.t is None and first.t is None and best.m.path == first.m.path:
@@ -135,6 +135,18 @@ def explained_by_peer_death(c: Ev, deaths: Sequence[Ev]) -> Ev | None:
     return None
 
 
+def explained_by_own_watchdog(c: Ev, collateral_by_rank: dict[int, list[Ev]]) -> Ev | None:
+    """An abort (SIGABRT) of a rank whose own lines report a collective timeout or a communication
+    error before it is its watchdog taking the process down (ProcessGroupNCCL's abort after a
+    timeout): a consequence of what the rank waited for, not a failure of its own."""
+    if signal_of(c) != "ABRT" or c.rank is None:
+        return None
+    for e in collateral_by_rank.get(c.rank, ()):
+        if e.t is None or c.t is None or e.t <= c.t + (c.unc or 0) + policy.SIGNAL_SENT_SLACK_NS:
+            return e
+    return None
+
+
 def explained_by_rule(c: Ev, earlier: Sequence[Ev]) -> Ev | None:
     """A failure that an earlier failure of another rank lists in its rule's ``explains``."""
     if c.t is None:
@@ -152,8 +164,16 @@ def explanations(cands: Sequence[Ev], all_evs: Sequence[Ev]) -> dict[int, tuple[
     time order, and only a failure nothing explains explains another (no two failures explain each
     other)."""
     deaths = [e for e in all_evs if _is_death(e) and e.rule.role is Role.PRIMARY]
+    collateral_by_rank: dict[int, list[Ev]] = defaultdict(list)
+    for e in all_evs:
+        if e.rule.role is Role.COLLATERAL and e.rank is not None:
+            collateral_by_rank[e.rank].append(e)
     out: dict[int, tuple[Ev, str]] = {}
     for c in sorted(cands, key=Ev.sort_key):
+        own = explained_by_own_watchdog(c, collateral_by_rank)
+        if own is not None:
+            out[id(c)] = (own, f"its own watchdog aborting the process after {own.rule.id}")
+            continue
         d = explained_by_peer_death(c, [x for x in deaths if id(x) not in out])
         if d is not None:
             out[id(c)] = (d, f"a transport error right after {_who(d)} died ({d.rule.id})")
@@ -201,10 +221,11 @@ def signal_of(e: Ev) -> str | None:
     return None
 
 
-def _failure_kind(e: Ev) -> str:
-    """What a death was, for comparing deaths across ranks: the signal when one is named, else the rule."""
+def _failure_kind(e: Ev) -> str | None:
+    """What a death was, for comparing deaths across ranks: the signal (a wave is of deaths by one
+    signal; a failure that every rank reports in the same words, a collective mismatch, is not one)."""
     sig = signal_of(e)
-    return f"signal {sig}" if sig else e.rule.id
+    return f"signal {sig}" if sig else None
 
 
 def wave(firsts: Sequence[Ev], ranks_of_host: dict[str, set[int]], known: set[int]) -> Wave | None:
@@ -219,6 +240,8 @@ def wave(firsts: Sequence[Ev], ranks_of_host: dict[str, set[int]], known: set[in
         return None
     head = timed[0]
     kind = _failure_kind(head)
+    if kind is None:
+        return None
     for e in firsts:
         if e.t is not None and _failure_kind(e) != kind and _span(e)[1] < head.t - policy.NODE_WAVE_NS:  # type: ignore[operator]
             return None

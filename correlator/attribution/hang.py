@@ -139,9 +139,22 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
     else:
         # a rank that failed in the stuck collective in other words (gloo's "Connection closed by
         # peer" once a neighbour's timeout closed the pair) was in it too
-        timed = {e.rank for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL
-                 and e.rule.id == s.rule and "timeout" in e.rule.tags}
-        reporters = {e.rank for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL}
+        tos = [e for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL
+               and e.rule.id == s.rule and "timeout" in e.rule.tags]
+        timed = {e.rank for e in tos}
+        ts = [e.t for e in tos if e.t is not None]
+        # (a peer error long after the timeouts is a rank waking up to find its peers gone: it was not
+        # in the collective when they timed out)
+        end = max(ts) + policy.PEER_DEATH_NS if ts else None
+        # (nor is one that comes, in the launcher's stream, after the launcher reported a timed-out
+        # peer's exit)
+        exits = [e for e in evs if e.rank in timed and "worker-exit" in e.rule.tags]
+
+        def after_exits(e: Ev) -> bool:
+            return any(x.m.path == e.m.path and x.m.offset < e.m.offset for x in exits)
+
+        reporters = {e.rank for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL
+                     and (e.rank in timed or ((end is None or e.t is None or e.t <= end) and not after_exits(e)))}
         what = (f"the {s.rule} that {len(timed)} ranks report (and the peer errors of {len(reporters - timed)} more)"
                 if timed else f"the peer errors ({', '.join(sorted({e.rule.id for e in evs if e.rule.role is Role.COLLATERAL})[:3])}) "
                               f"that {len(reporters)} ranks report at once")

@@ -51,6 +51,9 @@ class Life:
     exit_failed: bool = False
     #: the launcher reports this rank's worker group finished successfully (every worker exited 0)
     exit_ok: bool = False
+    #: the launcher's lines reporting the failing exit (to see whether the rank went on after them:
+    #: a torchelastic restart)
+    exit_reports: list[Ev] = field(default_factory=list)
 
 
 def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[IdentityFact] = (),
@@ -83,6 +86,7 @@ def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[Ide
         elif WORKER_EXIT_TAG in e.rule.tags and e.rank is not None and \
                 (e.m.capture("exitcode") or "") not in policy.STOPPED_EXIT_CODES and e.m.capture("exitcode") != "0":
             lives[e.rank].exit_failed = True
+            lives[e.rank].exit_reports.append(e)
     for f in facts:
         if f.source == "failure-table" and f.who.rank is not None and f.exitcode not in (None, 0, -15, -2, -1):
             lives[f.who.rank].exit_failed = True
@@ -146,6 +150,21 @@ def _went_on_after_completion(e: Ev, life: Life) -> str | None:
     return None
 
 
+def _went_on_after_exit(life: Life) -> str | None:
+    """The rank wrote a completion marker after its launcher reported its failing exit: the launcher
+    restarted the workers (torchelastic's ``--max-restarts``, which says so only at INFO level) and
+    the new attempt ended normally."""
+    reports = [x for x in life.exit_reports if x.t is not None]
+    if not reports:
+        return None
+    last = max(reports, key=lambda x: x.t or 0)
+    for c in life.completions:
+        if c.t is not None and last.t is not None and c.t > last.t + (last.unc or 0):
+            return (f"its launcher reported the failing exit and restarted it; the new attempt ended normally "
+                    f"({c.rule.title})")
+    return None
+
+
 def _completed_after(e: Ev, life: Life) -> str | None:
     for c in life.completions:
         if c.m.path == e.m.path and c.m.offset > e.m.offset:
@@ -178,6 +197,10 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
         if life is None:
             continue
         if life.exit_failed and last_failure.get(k) is e:
+            restarted = _went_on_after_exit(life)
+            if restarted:
+                who = f"rank {e.rank}" if e.rank is not None else e.m.path
+                out[id(e)] = f"{who} went on after its {e.rule.id}: {restarted} {SURVIVED_NOTE_END}"
             continue
         how = (_went_on_by_position(e, life) or _completed_after(e, life) or _went_on_by_time(e, life)
                or _went_on_after_completion(e, life))

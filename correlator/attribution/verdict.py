@@ -55,18 +55,25 @@ class _Work:
 
 
 def _pool(unexplained: Sequence[Ev]) -> tuple[list[Ev], Ev | None]:
-    """The failures the root is chosen from: the specific ones, unless a plain exception came well
-    before all of them (then every one, and the first specific failure for the reasons)."""
+    """The failures the root is chosen from: the specific ones, and a plain exception only where it
+    cannot be a specific failure's echo or wrapper -- another rank's, in the same clock domain, before
+    every specific failure (across hosts a clock's error could reorder them: there it must come more
+    than ``GENERIC_LEAD_NS`` before all of them, and the first specific failure is returned for the
+    reasons)."""
     specific = [e for e in unexplained if e.rule.priority >= policy.GENERIC_PRIORITY]
-    pool = specific or list(unexplained)
-    if specific and len(specific) < len(unexplained):
-        timed = [e for e in specific if e.t is not None]
-        generic = [e for e in unexplained if e.rule.priority < policy.GENERIC_PRIORITY and e.t is not None]
-        if timed and generic:
-            g, first = min(generic, key=Ev.sort_key), min(timed, key=Ev.sort_key)
-            if first.t - g.t > policy.GENERIC_LEAD_NS + (g.unc or 0) + (first.unc or 0):  # type: ignore[operator]
-                return list(unexplained), first
-    return pool, None
+    generic = [e for e in unexplained if e.rule.priority < policy.GENERIC_PRIORITY]
+    if not specific or not generic:
+        return list(unexplained), None
+    timed = [e for e in specific if e.t is not None]
+    timed_generic = [e for e in generic if e.t is not None]
+    if timed and timed_generic:
+        g, first = min(timed_generic, key=Ev.sort_key), min(timed, key=Ev.sort_key)
+        if first.t - g.t > policy.GENERIC_LEAD_NS + (g.unc or 0) + (first.unc or 0):  # type: ignore[operator]
+            return list(unexplained), first
+    ranks = {e.rank for e in specific}
+    early = [g for g in generic if g.rank is not None and g.rank not in ranks
+             and all(s.domain == g.domain and Ev.sort_key(g) < Ev.sort_key(s) for s in specific)]
+    return specific + early, None
 
 
 def _job_first(job: Ev, root_ev: Ev) -> bool:
@@ -198,8 +205,10 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
     else:
         later = [c for c in rest if c not in tie]
         if later and r.t is not None and later[0].t is not None:
+            gap = (later[0].t - r.t) / NS
+            when = f"comes {gap:.1f} s later" if gap >= 0.05 else "comes at the same time"
             w.why.append(f"{len(rest)} other rank(s) have primary failures; the next one ({who_text(later[0])}, "
-                         f"{later[0].rule.id}) comes {(later[0].t - r.t) / NS:.1f} s later")
+                         f"{later[0].rule.id}) {when}")
             confidence -= policy.CONF_NEXT_FAR if (later[0].t - r.t) > policy.NEXT_FAR_NS else policy.CONF_NEXT_NEAR
     if tie:
         confidence = min(confidence, policy.CONF_TIE_MAX)
@@ -231,7 +240,12 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
                      f"specific rule names ({who_text(generic_lead)}, {generic_lead.rule.id})")
     elif r.rule.priority < policy.GENERIC_PRIORITY:
         confidence -= policy.CONF_GENERIC
-        w.why.append("only a generic uncaught exception was found; no specific rule matched")
+        named = [e for e in rest if e.rule.priority >= policy.GENERIC_PRIORITY]
+        if named:
+            w.why.append(f"a plain uncaught exception, before the first failure a specific rule names "
+                         f"({who_text(named[0])}, {named[0].rule.id}) in the same stream's order")
+        else:
+            w.why.append("only a generic uncaught exception was found; no specific rule matched")
     if r.rank is None:
         confidence -= policy.CONF_NO_RANK
         w.why.append("the failing process's rank could not be identified")
@@ -254,25 +268,36 @@ def _explained_notes(w: _Work) -> None:
 
 def _normal_end(w: _Work, known: set[int], streams: Sequence[StreamFacts]) -> str | None:
     """Why the job ended normally despite the collateral it printed, or None: every rank it shows
-    completed (a completion marker of its own, or its node's agent's), or -- without markers -- the
-    only collateral is shutdown chatter, nothing tore the job down, and every rank stopped at the
-    same step."""
+    completed (a completion marker of its own, or its node's agent's) after every teardown and
+    collateral line (a restarted attempt's teardown comes before the new attempt's end), or --
+    without markers -- the only collateral is shutdown chatter, nothing tore the job down, and every
+    rank stopped at the same step."""
     collateral = [e for e in w.evs if e.rule.role is Role.COLLATERAL]
+    trouble = [e for e in w.evs if e.rule.role in (Role.TEARDOWN, Role.COLLATERAL)]
+    ranks = {s.who.rank for s in streams if s.who.rank is not None} or set(known)
+    agent_done = [e for e in w.evs if lifecycle.COMPLETION_TAG in e.rule.tags and e.rank is None]
+    done = lifecycle.ended_normally(w.lives, ranks)
+    if ranks and (done >= ranks or agent_done):
+        ends = [c.t for r in done for c in w.lives[r].completions if c.t is not None] + \
+               [e.t for e in agent_done if e.t is not None]
+        last_trouble = max((e.t for e in trouble if e.t is not None), default=None)
+        if last_trouble is None or (ends and min(ends) > last_trouble):
+            if not collateral:
+                return "every rank ended normally"
+            how = "its own completion marker" if done >= ranks else "the launcher reports success"
+            return (f"every rank ended normally ({how}), after the {len(collateral)} line(s) of "
+                    f"{', '.join(sorted({e.rule.id for e in collateral})[:4])}")
     if any(e.rule.role in (Role.TEARDOWN, Role.JOB) for e in w.evs):
         return None
-    ranks = {s.who.rank for s in streams if s.who.rank is not None} or set(known)
-    completed_all = any(lifecycle.COMPLETION_TAG in e.rule.tags and e.rank is None for e in w.evs)
-    done = lifecycle.ended_normally(w.lives, ranks)
-    if ranks and (done >= ranks or completed_all) and (done or completed_all):
-        if not collateral:
-            return "every rank ended normally"
-        return (f"every rank ended normally ({'its own completion marker' if done >= ranks else 'the launcher reports success'}); "
-                f"the {len(collateral)} line(s) of {', '.join(sorted({e.rule.id for e in collateral})[:4])} are its shutdown")
     if collateral and all(set(e.rule.tags) & _SHUTDOWN_TAGS and "timeout" not in e.rule.tags for e in collateral):
         steps = {s.last_step for s in streams if s.who.rank is not None and s.last_step is not None}
         if len(steps) == 1:
             return (f"every rank stopped at step {steps.pop()}, nothing tore the job down, and the only collateral is "
                     f"shutdown chatter ({', '.join(sorted({e.rule.id for e in collateral})[:4])})")
+    if ranks and (done >= ranks or agent_done) and collateral and all(
+            set(e.rule.tags) & _SHUTDOWN_TAGS and "timeout" not in e.rule.tags for e in collateral):
+        return (f"every rank ended normally; the {len(collateral)} line(s) of "
+                f"{', '.join(sorted({e.rule.id for e in collateral})[:4])} are its shutdown")
     return None
 
 
@@ -465,8 +490,15 @@ def _root_cause(w: _Work, root_ev: Ev | None, verdict: Verdict, decided: K, conf
 
 
 def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], rule: Rule, proto: Ev) -> Ev:
-    """The root event of a hang: the culprit's own last trace if it printed one, else its last output
-    (time) with a peer's timeout line as the evidence of what it never joined."""
+    """The root event of a hang: the culprit's failing exit as its launcher reports it (a worker that
+    exited 1 or was killed while the others waited, and printed nothing of the hang itself), else its
+    own last trace if it printed one, else
+    its last output (time) with a peer's timeout line as the evidence of what it never joined."""
+    exits = [e for e in evs if e.rank == culprit and lifecycle.WORKER_EXIT_TAG in e.rule.tags
+             and (e.m.capture("exitcode") or "") not in policy.STOPPED_EXIT_CODES and e.m.capture("exitcode") != "0"
+             and causal.signal_of(e) not in policy.STOPPING_SIGNALS]
+    if exits and not any(e.rank == culprit and e.rule.role is Role.COLLATERAL for e in evs):
+        return exits[0]  # (a culprit that timed out itself, or woke to find its peers gone, is told by that)
     own = [e for e in evs if e.rank == culprit and e.rule.role in (Role.PRIMARY, Role.COLLATERAL)
            and causal.SIGNAL_EXIT_TAG not in e.rule.tags]
     if own:
