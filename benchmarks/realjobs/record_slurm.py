@@ -120,6 +120,23 @@ CASES: tuple[Case, ...] = (
         expected={"verdict": "root_cause", "root_rank": 2},
     ),
     Case(
+        name="srun-hang-wait",
+        story="Rank 2 stalls for 10 minutes before step 4's all-reduce (process group timeout 20 s) under "
+        "`srun --wait=15`: the 7 other ranks time out in the all-reduce and exit 1, and 15 s after the "
+        "first of them SLURM kills the still-stuck task 2. Rank 2 prints no error at all.",
+        body="srun --ntasks=8 --label --wait=15 {python} {worker} --steps 12 --timeout-s 20 --fault hang@2:step=4:secs=600",
+        expected={"verdict": "root_cause", "root_rank": 2},
+    ),
+    Case(
+        name="srun-per-task-files",
+        story="Rank 4 raises an IndexError before step 5, with srun writing one file per task "
+        "(`srun --output=%x-%j-%t.out`, no --label); srun's own messages ('task 4: Exited with exit "
+        "code 1') go to the batch script's slurm-<jobid>.out. The other ranks fail in the all-reduce.",
+        body="srun --ntasks=8 --output=%x-%j-%t.out {python} {worker} --steps 12 --fault raise@4:step=5",
+        expected={"verdict": "root_cause", "root_rank": 4, "rule": "python.uncaught-exception"},
+        layout="srun --output=%x-%j-%t.out: one file per task (= rank) next to the batch output file",
+    ),
+    Case(
         name="healthy-noise",
         story="A healthy 8-rank job that finishes (exit 0). Every rank emits a UserWarning; rank 0 logs a "
         "caught FileNotFoundError with its traceback (logger.exception) and a WARNING line.",
@@ -259,12 +276,22 @@ def versions(cluster: SlurmCluster) -> dict[str, str]:
     }
 
 
+def extra_files(dest: Path, out_file: Path) -> str:
+    others = sorted(p.name for p in dest.iterdir() if p.name not in {out_file.name, "README.md", "expected.toml"})
+    if not others:
+        return ""
+    return f"\nThe tasks' own files, as srun wrote them: {', '.join(f'`{n}`' for n in others)}."
+
+
 def write_case(case: Case, job_id: int, state: str, out_file: Path, script: str, vers: dict[str, str], secs: float) -> Path:
     dest = RECORDED / f"slurm-{case.name}"
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    shutil.copy2(out_file, dest / out_file.name)
+    # the batch output file, and any file the job's tasks wrote next to it (srun --output=%t ...)
+    for f in sorted(out_file.parent.iterdir()):
+        if f.is_file():
+            shutil.copy2(f, dest / f.name)
     exp = [f"# truth from the injection plan in benchmarks/realjobs/record_slurm.py (case {case.name!r}),", "# not from correlate's output"]
     exp += [f"{k} = {toml_value(v)}" for k, v in case.expected.items()]
     (dest / "expected.toml").write_text("\n".join(exp) + "\n")
@@ -281,7 +308,7 @@ Recorded under a real SLURM (single node on localhost, started by
 **Expected:** `{", ".join(f"{k} = {toml_value(v)}" for k, v in case.expected.items())}` (see `expected.toml`).
 
 **Job:** id {job_id}, final state `{state}`, {secs:.0f} s from submission to the end; `{out_file.name}` is the
-job's output file exactly as slurmstepd wrote it (`--output={case.output}`).
+job's output file exactly as slurmstepd wrote it (`--output={case.output}`).{extra_files(dest, out_file)}
 
 ## Batch script (submitted with `sbatch`)
 
