@@ -137,11 +137,17 @@ def explained_by_peer_death(c: Ev, deaths: Sequence[Ev]) -> Ev | None:
 
 def explained_by_own_watchdog(c: Ev, collateral_by_rank: dict[int, list[Ev]]) -> Ev | None:
     """An abort (SIGABRT) of a rank whose own lines report a collective timeout or a communication
-    error before it is its watchdog taking the process down (ProcessGroupNCCL's abort after a
-    timeout): a consequence of what the rank waited for, not a failure of its own."""
-    if signal_of(c) != "ABRT" or c.rank is None:
+    error before it (or, its own lines missing, after a collective timeout elsewhere) is its watchdog
+    taking the process down (ProcessGroupNCCL's abort after a timeout): a consequence of what the
+    rank waited for, not a failure of its own."""
+    if signal_of(c) != "ABRT":
         return None
-    for e in collateral_by_rank.get(c.rank, ()):
+    # its own timeout or error; or, when its own lines are not in the logs (the agent's report only),
+    # a collective timeout anywhere before it: the watchdog aborts every process whose collective
+    # timed out
+    own = collateral_by_rank.get(c.rank, []) if c.rank is not None else []
+    timeouts = [e for es in collateral_by_rank.values() for e in es if "timeout" in e.rule.tags]
+    for e in [*own, *timeouts]:
         if e.t is None or c.t is None or e.t <= c.t + (c.unc or 0) + policy.SIGNAL_SENT_SLACK_NS:
             return e
     return None
