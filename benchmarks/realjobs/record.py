@@ -98,6 +98,10 @@ CASES: list[Case] = [
          faults="2:10:segv:faulthandler", rule_any=SEGV),
     Case("segv-faulthandler-perrank4", "rank 2 segfaults at step 8 with faulthandler; one file per rank",
          "perrank", faults="2:8:segv:faulthandler", rule="python.segmentation-fault"),
+    Case("sigkill-perrank4-silent", "rank 1 is SIGKILLed at step 10; one file per rank and no launcher, "
+         "so nothing reports the kill", "perrank", faults="1:10:sigkill",
+         note="Nothing prints the kill (no launcher watches the processes): rank 1's file just stops. "
+              "No rule can name the fault; the plan's truth is the rank, without a rule."),
     Case("sigbus-tee4", "rank 3 gets SIGBUS at step 10", "tee", faults="3:10:sigbus",
          rule_any=BUS),
     Case("abort-tee4", "rank 1 calls os.abort() at step 10", "tee", faults="1:10:abort",
@@ -181,11 +185,16 @@ CASES: list[Case] = [
          "lingers 5 s; node1 local rank 3 fails to open a file 2 s later; node1's clock is 7 s behind",
          "nodes", nnodes=2, faults="node0/1:10:keyerror;node1/3:10:slowraise:2",
          env={"RJ_LINGER": "5"}, shift={1: "-7s"}, rule=EXC),
+    Case("nodes2-abort-skew", "2 nodes x 4; node1 local rank 1 calls os.abort() at step 7; node1's clock "
+         "is 7 s behind", "nodes", nnodes=2, faults="node1/1:7:abort", shift={1: "-7s"},
+         rule_any=("python.abort-sigabrt", "launcher.worker-aborted-sigabrt")),
     # Lightning DDP on CPU
     Case("lightning-healthy", "Lightning DDP, 4 processes on CPU, no fault (progress bar, warnings)",
          "lightning", verdict="no_failure", root=None),
     Case("lightning-exc-rank1", "Lightning DDP x 4; rank 1 raises RuntimeError in training_step at step 8",
          "lightning", faults="1:8:shape", rule=EXC),
+    Case("lightning-keyerror-nostamps", "Lightning DDP x 4, logging without asctime; rank 3 raises KeyError "
+         "in training_step at step 12", "lightning", faults="3:12:keyerror", env={"RJ_TS": "0"}, rule=EXC),
     Case("lightning-ckpt-enospc", "Lightning DDP x 4; ModelCheckpoint every 10 steps into a 1 MB tmpfs "
          "(the ~1 MB model does not fit); rank 0 saves", "lightning", tmpfs=True,
          env={"RJ_CKPT_EVERY": "10"}, root="0", rule_any=ENOSPC,
