@@ -1653,7 +1653,7 @@ def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_
     look-ahead (scanned with the next region). Returns the next line number, the bytes to keep, the
     tail window so far, and whether the head window is done."""
     tail = _own(tail)
-    _refresh_reference(state, data, begin, end_region)
+    _refresh_reference(state, data, begin, len(data))  # (the held-back lines too: a full date there dates this region)
     if offset == 0:
         state.check_writers(data[begin:min(end_region, begin + ONE_WRITER_PROBE)])
     if len(state.probe) < ONE_WRITER_PROBE:

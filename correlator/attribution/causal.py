@@ -23,6 +23,8 @@ from correlator.model import Role, TimeKind, Who
 PEER_TRANSPORT_TAG = "peer-transport"
 SIGNAL_EXIT_TAG = "signal-exit"
 SIGNAL_SENT_TAG = "signal-sent"
+#: the categories of the communication stack, whose errors NCCL and c10d answer with an abort
+_COMM_CATEGORIES = frozenset({"nccl", "network"})
 #: signals a peer's network error cannot cause (SIGABRT can: NCCL's and c10d's aborts)
 _DEATHS = frozenset({"SEGV", "BUS", "KILL", "ILL", "FPE"})
 
@@ -135,11 +137,12 @@ def explained_by_peer_death(c: Ev, deaths: Sequence[Ev]) -> Ev | None:
     return None
 
 
-def explained_by_own_watchdog(c: Ev, collateral_by_rank: dict[int, list[Ev]]) -> Ev | None:
+def explained_by_own_watchdog(c: Ev, collateral_by_rank: dict[int, list[Ev]],
+                              comm_failures: Sequence[Ev] = ()) -> Ev | None:
     """An abort (SIGABRT) of a rank whose own lines report a collective timeout or a communication
     error before it (or, its own lines missing, after a collective timeout elsewhere) is its watchdog
-    taking the process down (ProcessGroupNCCL's abort after a timeout): a consequence of what the
-    rank waited for, not a failure of its own."""
+    taking the process down (ProcessGroupNCCL's abort after a timeout, or after an NCCL or network
+    error such as an IB completion error: ``comm_failures``): a consequence, not a failure of its own."""
     if signal_of(c) != "ABRT":
         return None
     # its own timeout or error; or, when its own lines are not in the logs (the agent's report only),
@@ -147,7 +150,7 @@ def explained_by_own_watchdog(c: Ev, collateral_by_rank: dict[int, list[Ev]]) ->
     # timed out
     own = collateral_by_rank.get(c.rank, []) if c.rank is not None else []
     timeouts = [e for es in collateral_by_rank.values() for e in es if "timeout" in e.rule.tags]
-    for e in [*own, *timeouts]:
+    for e in [*own, *timeouts, *comm_failures]:
         if e.t is None or c.t is None or e.t <= c.t + (c.unc or 0) + policy.SIGNAL_SENT_SLACK_NS:
             return e
     return None
@@ -174,11 +177,13 @@ def explanations(cands: Sequence[Ev], all_evs: Sequence[Ev]) -> dict[int, tuple[
     for e in all_evs:
         if e.rule.role is Role.COLLATERAL and e.rank is not None:
             collateral_by_rank[e.rank].append(e)
+    comm = [e for e in all_evs if e.rule.role is Role.PRIMARY and e.rule.category in _COMM_CATEGORIES
+            and signal_of(e) is None]
     out: dict[int, tuple[Ev, str]] = {}
     for c in sorted(cands, key=Ev.sort_key):
-        own = explained_by_own_watchdog(c, collateral_by_rank)
+        own = explained_by_own_watchdog(c, collateral_by_rank, comm)
         if own is not None:
-            out[id(c)] = (own, f"its own watchdog aborting the process after {own.rule.id}")
+            out[id(c)] = (own, f"the process aborted by its communication library after {own.rule.id}")
             continue
         d = explained_by_peer_death(c, [x for x in deaths if id(x) not in out])
         if d is not None:

@@ -18,6 +18,9 @@ class EvidenceKind(StrEnum):
     PRIMARY = "primary"
     #: a worker killed by a signal that neither its launcher nor its scheduler sent
     SIGNAL_EXIT = "signal-exit"
+    #: its launcher reports it exited or was killed while the other ranks were still in a collective
+    #: with it (they report the peer gone or time out): it left, they did not
+    LEFT_THE_COLLECTIVE = "left-the-collective"
     #: the odd rank out of a collective mismatch: in every pair the ranks' reports compare
     MISMATCH_ODD_ONE_OUT = "mismatch-odd-one-out"
     #: every rank of one node (or of the job) died of the same failure within a second or two
@@ -53,6 +56,7 @@ _TEXT: dict[EvidenceKind, str] = {
     EvidenceKind.PRIMARY: "the earliest failure that nothing else explains",
     EvidenceKind.SIGNAL_EXIT: "a worker killed by a signal nobody sent it",
     EvidenceKind.NODE_WAVE: "every rank of the node died of the same failure at once",
+    EvidenceKind.LEFT_THE_COLLECTIVE: "its launcher reports its exit while the other ranks were still in a collective with it",
     EvidenceKind.MISMATCH_ODD_ONE_OUT: "the odd rank out of a collective mismatch (in every pair the reports compare)",
     EvidenceKind.DESYNC_REPORT: "PyTorch's desync report (TORCH_NCCL_DESYNC_DEBUG)",
     EvidenceKind.STALL_REPORT: "Horovod's stall report (the ranks that never submitted the tensor)",

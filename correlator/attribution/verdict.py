@@ -23,9 +23,10 @@ from correlator.model import (
 )
 from correlator.timestamps import NS
 
-#: collateral with only these tags, after a normal end, is shutdown chatter (a communicator closed,
-#: the store's server went away first)
-_SHUTDOWN_TAGS = frozenset({"shutdown", "peer-loss", "store"})
+#: collateral with one of these tags, after a normal end, can be shutdown chatter (a communicator
+#: closed, the store's server went away first); a peer's connection lost mid-collective (``peer-loss``
+#: alone: gloo's "Connection closed by peer" raised in a training step) is not
+_SHUTDOWN_TAGS = frozenset({"shutdown", "store"})
 
 
 @dataclass
@@ -386,8 +387,13 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                 rule_id = stuck.rule or collateral[0].rule.id
                 proto = next((e for e in collateral if e.rule.id == rule_id), collateral[0])
                 root_ev = _hang_root(culprit, evs, streams, rules[proto.rule.id], proto)
-                w.why.append(f"no rank reports a failure that can start a cascade: this is a hang; "
-                             f"the other ranks only report {proto.rule.id}")
+                if lifecycle.WORKER_EXIT_TAG in root_ev.rule.tags:
+                    decided = K.LEFT_THE_COLLECTIVE
+                    w.why.append(f"rank {culprit} left: its launcher reports its exit ({root_ev.rule.title}) while the "
+                                 f"other ranks were still in a collective with it; they only report {proto.rule.id}")
+                else:
+                    w.why.append(f"no rank reports a failure that can start a cascade: this is a hang; "
+                                 f"the other ranks only report {proto.rule.id}")
                 w.why.extend(f"rank {culprit}: {c.detail}" for c in found if c.rank == culprit)
                 if root_ev.t is not None:
                     w.why.append(f"the time given is rank {culprit}'s last progress (or output) before the hang")
@@ -497,6 +503,13 @@ def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], 
     exits = [e for e in evs if e.rank == culprit and lifecycle.WORKER_EXIT_TAG in e.rule.tags
              and (e.m.capture("exitcode") or "") not in policy.STOPPED_EXIT_CODES and e.m.capture("exitcode") != "0"
              and causal.signal_of(e) not in policy.STOPPING_SIGNALS]
+    others = [e for e in evs if e.rank != culprit and lifecycle.WORKER_EXIT_TAG in e.rule.tags]
+
+    def first_out(x: Ev) -> bool:  # reported before any other rank's exit (it left first)
+        return not any((o.m.path == x.m.path and o.m.offset < x.m.offset) or
+                       (o.m.path != x.m.path and o.t is not None and x.t is not None and o.t < x.t) for o in others)
+
+    exits = [x for x in exits if first_out(x)]
     if exits and not any(e.rank == culprit and e.rule.role is Role.COLLATERAL for e in evs):
         return exits[0]  # (a culprit that timed out itself, or woke to find its peers gone, is told by that)
     own = [e for e in evs if e.rank == culprit and e.rule.role in (Role.PRIMARY, Role.COLLATERAL)
