@@ -134,6 +134,7 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
     """Ranks absent from the timeout most ranks report: the stuck collective's SeqNum when the lines
     name one (NCCL's watchdog), else the timeout rule itself (gloo's ``Timed out waiting ... for recv``,
     which names no collective). A rank the desync report saw join is not absent."""
+    timed_only: set[int] = set()
     if s.major is not None:
         reporters, what = set(s.first_seq), f"the collective timeout that {s.n_major} ranks report (SeqNum {s.major})"
     else:
@@ -158,14 +159,24 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
         what = (f"the {s.rule} that {len(timed)} ranks report (and the peer errors of {len(reporters - timed)} more)"
                 if timed else f"the peer errors ({', '.join(sorted({e.rule.id for e in evs if e.rule.role is Role.COLLATERAL})[:3])}) "
                               f"that {len(reporters)} ranks report at once")
+        timed_only = timed
     if len(reporters) < 2:
         return []
     group = known if s.members is None else (known & s.members) | s.members
     missing = sorted(group - reporters - d.joined)
-    if not missing or len(missing) > max(1, len(group) // policy.ODD_SHARE):
-        return []
     where = f" of process group {s.pg}" if s.members is not None else ""
-    return [Clue(K.MISSING_FROM_COLLECTIVE, r, f"absent from {what}{where}") for r in missing]
+    out: list[Clue] = []
+    if missing and len(missing) <= max(1, len(group) // policy.ODD_SHARE):
+        out = [Clue(K.MISSING_FROM_COLLECTIVE, r, f"absent from {what}{where}") for r in missing]
+    if s.major is None and len(timed_only) >= 2:
+        # without stamps to place them, a rank's peer error may be its neighbours' pair closing in
+        # the timeout wave or the rank waking after they left: the ranks that did not time out while
+        # nearly all did are suspects too, at half the weight
+        loose = sorted(group - timed_only - d.joined - set(missing))
+        if loose and len(loose) + len(missing) <= max(1, len(group) // policy.ODD_SHARE):
+            out += [Clue(K.MISSING_FROM_COLLECTIVE, r, f"it did not time out in the {s.rule} that {len(timed_only)} "
+                                                        f"ranks report", 0.5) for r in loose]
+    return out
 
 
 def earlier_collective(s: Stuck) -> list[Clue]:

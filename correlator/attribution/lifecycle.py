@@ -30,7 +30,8 @@ def writer_key(ev_or_stream_path: str, who) -> tuple:
     known (a rank's stdout and its ``[rankN]:``-tagged stderr are one lifecycle), else the raw writer."""
     if who.rank is not None:
         return (ev_or_stream_path, who.rank)
-    return (ev_or_stream_path, who.task, who.local_rank, who.host)
+    # (not the host: a writer's host is learnt from some of its lines, e.g. NCCL's, not from all)
+    return (ev_or_stream_path, who.task, who.local_rank)
 
 
 @dataclass
@@ -65,6 +66,12 @@ def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[Ide
     lives: dict[object, Life] = defaultdict(Life)
     for s in streams:
         k: object = s.who.rank if s.who.rank is not None else writer_key(s.path, s.who)
+        if s.last_step is not None and s.last_step_offset is not None and s.last_step_ns is not None and (
+                until_ns is None or s.last_step_ns <= until_ns):
+            whole = lives[("file", s.path)].progress  # every writer's progress in that source
+            old_p = whole.get(s.path)
+            if old_p is None or s.last_step_ns > (old_p[1] or 0):
+                whole[s.path] = (s.last_step_offset, s.last_step_ns, s.last_step)
         life = lives[k]
         if s.last_step is not None and s.last_step_offset is not None and (
                 until_ns is None or s.last_step_ns is None or s.last_step_ns <= until_ns):
@@ -150,6 +157,21 @@ def _went_on_after_completion(e: Ev, life: Life) -> str | None:
     return None
 
 
+def _job_went_on(e: Ev, whole: Life | None) -> str | None:
+    """A failure no rank can be tied to (a plain line in a file several processes write), after which
+    training steps in the same file went on, stamped minutes later: steps of synchronous training need
+    every rank, so the process that printed it was still taking part."""
+    if whole is None or e.m.time_ns is None:
+        return None
+    p = whole.progress.get(e.m.path)
+    if p is None or p[1] is None or p[0] <= e.m.offset:
+        return None
+    if p[1] - e.m.time_ns > policy.SURVIVED_NS:
+        return (f"training steps in the same file went on to step {p[2]}, "
+                f"{(p[1] - e.m.time_ns) / NS / 60:.0f} min later (every rank takes part in a step)")
+    return None
+
+
 def _went_on_after_exit(life: Life) -> str | None:
     """The rank wrote a completion marker after its launcher reported its failing exit: the launcher
     restarted the workers (torchelastic's ``--max-restarts``, which says so only at INFO level) and
@@ -182,7 +204,10 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
     file (block-buffered stdout is written when the process exits, after its traceback)."""
     last_failure: dict[object, Ev] = {}
     for e in evs:
-        if e.rule.role is Role.PRIMARY and WORKER_EXIT_TAG not in e.rule.tags and "signal-exit" not in e.rule.tags:
+        # (a collateral failure counts too: a rank whose output ends with a peer's error did not end
+        # with the caught error before it)
+        if e.rule.role in (Role.PRIMARY, Role.COLLATERAL) and WORKER_EXIT_TAG not in e.rule.tags \
+                and "signal-exit" not in e.rule.tags:
             k = _key(e)
             cur = last_failure.get(k)
             if cur is None or (e.m.path == cur.m.path and e.m.offset > cur.m.offset) or (
@@ -195,6 +220,10 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
         k = _key(e)
         life = lives.get(k)
         if life is None:
+            if e.rank is None:
+                how = _job_went_on(e, lives.get(("file", e.m.path)))
+                if how:
+                    out[id(e)] = f"{e.m.path} went on after its {e.rule.id} at {iso(e.t)}: {how} {SURVIVED_NOTE_END}"
             continue
         if life.exit_failed and last_failure.get(k) is e:
             restarted = _went_on_after_exit(life)

@@ -55,26 +55,51 @@ class _Work:
     why: list[str] = field(default_factory=list)
 
 
-def _pool(unexplained: Sequence[Ev]) -> tuple[list[Ev], Ev | None]:
-    """The failures the root is chosen from: the specific ones, and a plain exception only where it
-    cannot be a specific failure's echo or wrapper -- another rank's, in the same clock domain, before
-    every specific failure (across hosts a clock's error could reorder them: there it must come more
-    than ``GENERIC_LEAD_NS`` before all of them, and the first specific failure is returned for the
-    reasons)."""
+def _pool(unexplained: Sequence[Ev]) -> tuple[list[Ev], Ev | None, list[Ev]]:
+    """The failures the root is chosen from, the first specific failure when a plain exception came
+    long before it (for the reasons), and rivals the root cannot be ordered against.
+
+    A plain (generic) exception may be a specific failure's echo or wrapper on its own rank, or an
+    unrecognised consequence told on a clock that is off. So it decides only where that cannot be: another
+    rank's, on the same clock as every specific failure and before all of them; or, across clocks, more
+    than ``GENERIC_LEAD_NS`` before them. Closer than that across clocks, it is a rival (a tie)."""
     specific = [e for e in unexplained if e.rule.priority >= policy.GENERIC_PRIORITY]
     generic = [e for e in unexplained if e.rule.priority < policy.GENERIC_PRIORITY]
     if not specific or not generic:
-        return list(unexplained), None
+        return list(unexplained), None, []
     timed = [e for e in specific if e.t is not None]
     timed_generic = [e for e in generic if e.t is not None]
     if timed and timed_generic:
         g, first = min(timed_generic, key=Ev.sort_key), min(timed, key=Ev.sort_key)
         if first.t - g.t > policy.GENERIC_LEAD_NS + (g.unc or 0) + (first.unc or 0):  # type: ignore[operator]
-            return list(unexplained), first
+            return list(unexplained), first, []
     ranks = {e.rank for e in specific}
-    early = [g for g in generic if g.rank is not None and g.rank not in ranks
-             and all(s.domain == g.domain and Ev.sort_key(g) < Ev.sort_key(s) for s in specific)]
-    return specific + early, None
+    first_specific = min(specific, key=Ev.sort_key)
+    others = [g for g in generic if g.rank is not None and g.rank not in ranks]
+    early = [g for g in others if all(s.domain == g.domain for s in specific) and all(_before(g, s) for s in specific)]
+    rivals = [g for g in others if g not in early and any(s.domain != g.domain for s in specific)
+              and g.t is not None and first_specific.t is not None
+              and g.t <= first_specific.t + (first_specific.unc or 0)]
+    return specific + early, None, rivals
+
+
+def _before(a: Ev, b: Ev) -> bool:
+    """``a`` came before ``b``: by time, or -- in one file, where at least one of them only inherits
+    its time and the times cannot tell them apart -- by position (a launcher's combined stream is
+    written as it happens)."""
+    if a.m.path == b.m.path and a.t is not None and b.t is not None and TimeKind.OWN not in (
+            a.m.time_kind, b.m.time_kind) and abs(a.t - b.t) <= (a.unc or 0) + (b.unc or 0):
+        return a.m.offset < b.m.offset
+    return Ev.sort_key(a) < Ev.sort_key(b)
+
+
+def _earliest(evs: list[Ev]) -> Ev:
+    """The first of the failures by ``_before``."""
+    best = min(evs, key=Ev.sort_key)
+    for e in sorted(evs, key=Ev.sort_key):
+        if e is not best and _before(e, best):
+            best = e
+    return best
 
 
 def _job_first(job: Ev, root_ev: Ev) -> bool:
@@ -172,7 +197,8 @@ def _break_tie(r: Ev, tie: list[Ev], per_rank: dict[object, Ev], w: _Work) -> tu
 
 
 def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lead: Ev | None,
-                  inferred: dict[int, str] | None, skew_note: str) -> tuple[Ev, list[Ev], K, float]:
+                  inferred: dict[int, str] | None, skew_note: str,
+                  rivals: Sequence[Ev] = ()) -> tuple[Ev, list[Ev], K, float]:
     """The root among rank failures: ties, the launcher's naming of a rankless root, and the
     confidence with every reason that lowers it."""
     r = root_ev
@@ -180,6 +206,7 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
     odd = causal.mismatch_culprit(w.evs) if "mismatch" in r.rule.tags else None
     is_odd = odd is not None and odd[0] == r.rank
     tie = [] if is_odd else _ties(r, rest)
+    tie += [g for g in rivals if g.rank != r.rank and all(g.rank != c.rank for c in tie)]
     if tie:
         r, tie = _break_tie(r, tie, per_rank, w)
         rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r and not causal.same_failure(e, r)]
@@ -317,7 +344,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     explained = causal.explanations(cands, evs)
     w = _Work(evs, sent, survived, cands, explained, lives)
     unexplained = [c for c in cands if id(c) not in explained]
-    pool, generic_lead = _pool(unexplained)
+    pool, generic_lead, rivals = _pool(unexplained)
     jobs = [e for e in evs if e.rule.role is Role.JOB]
     first_job = jobs[0] if jobs else None
 
@@ -333,7 +360,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     verdict: Verdict
     if pool:
         per_rank = causal.first_failure_per_rank(pool)
-        root_ev = sorted(per_rank.values(), key=Ev.sort_key)[0]
+        root_ev = _earliest(list(per_rank.values()))
         if first_job is not None and _job_first(first_job, root_ev):
             root_ev = None  # a job-level end that precedes every primary failure explains them
     if root_ev is not None:
@@ -351,7 +378,8 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         root_ev = _ranked_twin(root_ev, per_rank)
         root_ev = _odd_one_out(root_ev, per_rank, w)
         verdict = Verdict.ROOT_CAUSE
-        root_ev, tie, decided, confidence = _primary_root(root_ev, per_rank, w, generic_lead, inferred, skew_note)
+        root_ev, tie, decided, confidence = _primary_root(root_ev, per_rank, w, generic_lead, inferred, skew_note,
+                                                          rivals)
     else:
         collateral = [e for e in evs if e.rule.role is Role.COLLATERAL]
         ended = _normal_end(w, known_ranks, streams) if not cands and first_job is None else None
