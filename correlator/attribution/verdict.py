@@ -84,10 +84,10 @@ def _pool(unexplained: Sequence[Ev]) -> tuple[list[Ev], Ev | None, list[Ev]]:
 
 
 def _before(a: Ev, b: Ev) -> bool:
-    """``a`` came before ``b``: by time, or -- in one file, where at least one of them only inherits
-    its time and the times cannot tell them apart -- by position (a launcher's combined stream is
-    written as it happens)."""
-    if a.m.path == b.m.path and a.t is not None and b.t is not None and TimeKind.OWN not in (
+    """``a`` came before ``b``: by time, or -- in one file and on one host's clock, where neither
+    carries a stamp of its own and the times cannot tell them apart -- by position (a launcher's
+    combined stream is written as it happens)."""
+    if a.m.path == b.m.path and a.domain == b.domain and a.t is not None and b.t is not None and TimeKind.OWN not in (
             a.m.time_kind, b.m.time_kind) and abs(a.t - b.t) <= (a.unc or 0) + (b.unc or 0):
         return a.m.offset < b.m.offset
     return Ev.sort_key(a) < Ev.sort_key(b)
