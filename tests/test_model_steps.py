@@ -219,3 +219,37 @@ def test_numbers_of_the_verdict_live_in_the_policy_module():
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float)):
                 bad.append(f"{path.name}:{node.lineno}")
     assert not bad, bad
+
+
+def test_a_silent_culprit_of_a_sub_group_is_absent_from_every_groups_timeouts():
+    # rank 5 never names its tensor-parallel group: it is the one rank with no timeout anywhere
+    ms = [match(WATCHDOG, r, 600.0, caps={"seq": "9021", "pg": "2"}) for r in (4, 6, 7)]
+    ms += [match(WATCHDOG, r, 601.0, caps={"seq": "4512", "pg": "0"}) for r in (0, 1, 2, 3)]
+    out = _attr(ms, [stream(r) for r in range(8)], set(range(8)))
+    assert out.root is not None and out.root.rank == 5, out.why
+
+
+def test_the_one_rank_that_timed_out_in_another_group_is_the_odd_one():
+    ms = [match(WATCHDOG, 7, 590.0, caps={"seq": "9021", "pg": "2"})]
+    ms += [match(WATCHDOG, r, 600.0, caps={"seq": "4512", "pg": "0"}) for r in range(7)]
+    out = _attr(ms, [stream(r) for r in range(8)], set(range(8)))
+    assert out.root is not None and out.root.rank == 7, out.why
+
+
+def test_a_stall_report_its_rank_went_on_from_is_no_hang():
+    stall = rule("horovod.stall-inspector-missing-ranks", Role.COLLATERAL, tags=("hang",))
+    rules = {r.id: r for r in (stall, DONE)}
+    ms = [match(stall, 0, 60.0, offset=500, caps={"stalled_ranks": "3"})]
+    out = attribute(ms, [stream(r, last_step=900, step_t=900.0, step_offset=9000) for r in range(4)], rules, {},
+                    set(range(4)))
+    assert out.verdict is Verdict.NO_FAILURE, out.why
+
+
+def test_srun_naming_every_task_of_a_node_killed_is_a_node_level_root():
+    killed = rule("slurm.task-killed", Role.TEARDOWN, tags=("worker-exit",))
+    rules = {r.id: r for r in (killed, WATCHDOG)}
+    ms = [match(killed, None, None, path="slurm-1.out", host="gpu-d04", caps={"tasks": "4-7", "signal": "Killed"})]
+    ms += [match(WATCHDOG, r, 600.0) for r in range(4)]
+    out = attribute(ms, [stream(r) for r in range(8)], rules, {}, set(range(8)),
+                    ranks_of_host={"gpu-d03": {0, 1, 2, 3}, "gpu-d04": {4, 5, 6, 7}})
+    assert out.root is not None and out.root.rank is None and out.root.host == "gpu-d04", out.why

@@ -319,3 +319,25 @@ def mismatch_culprit(evs: Sequence[Ev]) -> tuple[int, int] | None:
     if len(common) != 1:
         return None
     return next(iter(common)), len(pairs)
+
+
+def node_kill(evs: Sequence[Ev], ranks_of_host: dict[str, set[int]]) -> Wave | None:
+    """A launcher's one line for a whole node's tasks dying of one signal (srun's ``gpu-d04: tasks
+    24-31: Killed``) when those tasks are the node's ranks (one task per rank): a node-level end of
+    its own, which the node's ranks print nothing about."""
+    from correlator.identity import expand_ranks
+
+    for e in evs:
+        tasks = e.m.capture("tasks")
+        host = e.m.who.host
+        sig = signal_of(e)
+        if WORKER_EXIT_TAG not in e.rule.tags or e.rank is not None or not tasks or not host or sig not in _DEATHS:
+            continue
+        try:
+            named = set(expand_ranks(tasks.strip("[]")))
+        except ValueError:
+            continue
+        node = ranks_of_host.get(host, set())
+        if len(named) >= policy.NODE_WAVE_MIN_RANKS and node and named >= node and named == node:
+            return Wave(host, tuple(sorted(named)), e, f"signal {sig}")
+    return None

@@ -165,6 +165,13 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
     group = known if s.members is None else (known & s.members) | s.members
     missing = sorted(group - reporters - d.joined)
     where = f" of process group {s.pg}" if s.members is not None else ""
+    if s.members is not None and not missing:
+        # a silent culprit never names the group it belongs to: then the ranks that report no timeout
+        # in any group are the ones absent
+        anywhere = {e.rank for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL and e.m.capture("seq")}
+        group, where = known, " (in any process group)"
+        missing = sorted(known - anywhere - d.joined)
+        reporters = anywhere
     out: list[Clue] = []
     if missing and len(missing) <= max(1, len(group) // policy.ODD_SHARE):
         out = [Clue(K.MISSING_FROM_COLLECTIVE, r, f"absent from {what}{where}") for r in missing]
@@ -212,6 +219,25 @@ def other_operation(evs: Sequence[Ev]) -> list[Clue]:
             out += [Clue(K.OTHER_OPERATION, r, f"its collective SeqNum {sq} is {what}: it took another code path")
                     for r in sorted(rs)]
     return out
+
+
+def other_group(evs: Sequence[Ev]) -> list[Clue]:
+    """Ranks whose first timeout is in another process group than nearly everyone's (rank 7 alone in a
+    tensor-parallel all-gather no peer joined while the rest wait in the default group's collective):
+    they took another code path, like another operation at the same SeqNum."""
+    first: dict[int, tuple[str | None, str]] = {}
+    for ev in sorted(evs, key=Ev.sort_key):
+        seq, pg = ev.m.capture("seq"), ev.m.capture("pg")
+        if ev.rank is not None and seq and pg is not None and ev.rule.role is Role.COLLATERAL and ev.rank not in first:
+            first[ev.rank] = (pg, seq)
+    groups = {pg for pg, _ in first.values()}
+    if len(first) < 4 or len(groups) < 2:
+        return []
+    by: Counter[str | None] = Counter(pg for pg, _ in first.values())
+    major, n = by.most_common(1)[0]
+    return [Clue(K.OTHER_OPERATION, r, f"it timed out in process group {pg} (SeqNum {seq}) where {n} other ranks "
+                                       f"time out in group {major}: it took another code path")
+            for r, (pg, seq) in sorted(first.items()) if pg != major and by[pg] <= max(1, len(first) // policy.ODD_SHARE)]
 
 
 def work_counters(evs: Sequence[Ev], s: Stuck, d: Desync) -> list[Clue]:
@@ -329,7 +355,7 @@ def clues(evs: Sequence[Ev], streams: Sequence[StreamFacts], known: set[int],
     if all_joined(d, known):
         return [], s, d
     found = [*desync_report(d), *stall_report(evs), *missing_from_collective(evs, s, known, d), *earlier_collective(s),
-             *other_operation(evs), *work_counters(evs, s, d), *progress_stopped(streams),
+             *other_operation(evs), *other_group(evs), *work_counters(evs, s, d), *progress_stopped(streams),
              *output_stopped(evs, streams), *exited_early(evs, lives, known), *dump_pointer(evs)]
     return found, s, d
 

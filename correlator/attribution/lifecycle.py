@@ -245,3 +245,16 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
 def ended_normally(lives: dict[object, Life], ranks: set[int]) -> set[int]:
     """Ranks whose output holds a completion marker (their own, or their node's agent's)."""
     return {r for r in ranks if r in lives and lives[r].completions}
+
+
+def transient(evs: Sequence[Ev], lives: dict[object, Life]) -> set[int]:
+    """Collateral reports their rank went on from (a stall warning while rank 0 validated, a
+    timeout retried): ``id(ev)`` of each. They tell of a wait that passed, not of how the job ended."""
+    out: set[int] = set()
+    for e in evs:
+        if e.rule.role is not Role.COLLATERAL or WORKER_EXIT_TAG in e.rule.tags:
+            continue
+        life = lives.get(_key(e))
+        if life is not None and (_went_on_by_position(e, life) or _completed_after(e, life)):
+            out.add(id(e))
+    return out

@@ -340,6 +340,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     sent = causal.signalled(evs)
     lives = lifecycle.build(evs, streams, facts, until_ns, ranks_of_host, single_node)
     survived = lifecycle.survived(evs, lives)
+    passed = lifecycle.transient(evs, lives)  # collateral its rank went on from: not how the job ended
     cands = [e for e in evs if causal.is_candidate(e, sent) and id(e) not in survived]
     explained = causal.explanations(cands, evs)
     w = _Work(evs, sent, survived, cands, explained, lives)
@@ -381,7 +382,11 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
         root_ev, tie, decided, confidence = _primary_root(root_ev, per_rank, w, generic_lead, inferred, skew_note,
                                                           rivals)
     else:
-        collateral = [e for e in evs if e.rule.role is Role.COLLATERAL]
+        collateral = [e for e in evs if e.rule.role is Role.COLLATERAL and id(e) not in passed]
+        hang_evs = [e for e in evs if id(e) not in passed]
+        if passed and not collateral:
+            w.why.append(f"{len(passed)} collateral report(s) ({', '.join(sorted({e.rule.id for e in evs if id(e) in passed})[:3])}) "
+                         f"were followed by their rank's progress: a wait that passed")
         ended = _normal_end(w, known_ranks, streams) if not cands and first_job is None else None
         if first_job is not None and (not collateral or first_job.t is None or not cands):
             verdict, root_ev, decided, confidence = Verdict.JOB_LEVEL, first_job, K.JOB, policy.CONF_JOB
@@ -389,17 +394,25 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             if cands:
                 w.why.append("the primary failures seen come after it (consequences of the job being stopped)")
             if collateral:
-                found, _s, _d = hang.clues(evs, streams, known_ranks, lives)
+                found, _s, _d = hang.clues(hang_evs, streams, known_ranks, lives)
                 scores = hang.score(found)
                 if scores and max(scores.values()) >= policy.HANG_MIN_SCORE:
                     best = max(scores, key=lambda r: (scores[r], -r))
                     w.why.append(f"the ranks were hung when it ended: rank {best} is the likely culprit "
                                  f"({hang.strongest(found, best)}); the end itself is the job's")
-        elif ended is not None:
+        elif ended is not None or (passed and not collateral and not cands and first_job is None
+                                   and not any(e.rule.role is Role.TEARDOWN for e in evs)):
             verdict = Verdict.NO_FAILURE
-            w.why.append(ended)
+            w.why.append(ended or "every collateral report was followed by its rank's progress, and nothing failed")
+        elif collateral and (node_wave := causal.node_kill(evs, ranks_of_host or {})) is not None and not any(
+                lifecycle.WORKER_EXIT_TAG in e.rule.tags and e.m.path == node_wave.first.m.path
+                and e.m.offset < node_wave.first.m.offset for e in evs):  # (the first exit its launcher reports)
+            verdict, root_ev, decided, confidence = Verdict.ROOT_CAUSE, node_wave.first, K.NODE_WAVE, policy.CONF_WAVE
+            w.why.append(f"its launcher reports every rank of node {node_wave.host} ({compress_ranks(list(node_wave.ranks))}) "
+                         f"killed by one signal ({node_wave.what}): a node-level failure, not one rank's; the other "
+                         f"ranks only report {collateral[0].rule.id}")
         elif collateral:
-            found, stuck, des = hang.clues(evs, streams, known_ranks, lives)
+            found, stuck, des = hang.clues(hang_evs, streams, known_ranks, lives)
             scores = suspects = hang.score(found)
             if scores and max(scores.values()) < policy.HANG_MIN_SCORE:
                 for c in found:
