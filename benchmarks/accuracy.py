@@ -12,7 +12,9 @@ same jobs from the same extracted lines:
     python benchmarks/accuracy.py --jobs 200 --seed 1
 
 After the suite it prints a healthy-jobs row: ``tests/healthy_jobs.py`` jobs (13 seeds x 4 log styles,
-benign noise) and how many of them got a false alarm (a ``root_cause`` or ``undetermined`` verdict).
+benign noise) and how many of them got a false alarm (a ``root_cause`` or ``undetermined`` verdict),
+then one row per folder of committed cases -- the recorded real jobs (``tests/recorded``), the class
+cases (``tests/classes``), the real logs (``tests/real_logs``) -- against their ``expected.toml``.
 ``--invariance`` instead prints, per metamorphic transformation of ``tests/metamorphic.py``, how often
 the verdict, root rank and root category stay those of the untransformed job, over the sample jobs,
 the real logs of two or more ranks and the recorded/class cases.
@@ -211,6 +213,42 @@ def healthy_rows(seeds: int = 13) -> str:
     return "\n".join(lines) + "\n"
 
 
+def case_rows() -> str:
+    """One row per folder of committed cases (recorded real jobs, class cases, real logs): how many
+    verdicts match their ``expected.toml`` (verdict, root rank -- or the tie where ``tie_ok`` -- and
+    rule). These are what the model was built against, so they are not held-out accuracy."""
+    import tomllib
+
+    from correlator.pipeline import Options, analyze
+
+    lines = [""]
+    for folder in ("recorded", "classes", "real_logs"):
+        cases = sorted(p for p in (TESTS / folder).iterdir() if (p / "expected.toml").is_file())
+        right, wrong = 0, []
+        t0 = time.perf_counter()
+        for case in cases:
+            exp = tomllib.loads((case / "expected.toml").read_text(encoding="utf-8"))
+            rep = analyze([str(case)], Options(tz="UTC", workers=1))
+            rc = rep.root_cause
+            ok = rep.verdict.value == exp["verdict"]
+            if ok and "root_rank" in exp:
+                named = {rc.rank, *rc.tie} if rc is not None and exp.get("tie_ok") else {rc.rank if rc else None}
+                ok = exp["root_rank"] in named
+            if ok and "node" in exp:
+                ok = rc is not None and rc.host == exp["node"] and rc.rank is None
+            tied = rc is not None and "root_rank" in exp and rc.rank != exp["root_rank"]
+            if ok and not tied and "rule" in exp:
+                ok = rc is not None and rc.rule == exp["rule"]
+            if ok and not tied and "rule_any" in exp:
+                ok = rc is not None and rc.rule in exp["rule_any"]
+            right += ok
+            if not ok:
+                wrong.append(case.name)
+        lines.append(f"{'tests/' + folder:28}{len(cases):>6} cases   right: {right}/{len(cases)}   "
+                     f"({time.perf_counter() - t0:.1f} s)" + (f"   wrong: {', '.join(wrong[:5])}" if wrong else ""))
+    return "\n".join(lines) + "\n"
+
+
 def invariance(limit: int | None = None, seeds: int = 1) -> str:
     """The invariance rate per transformation over the sample jobs, the real logs of two or more
     ranks and the recorded/class cases (``seeds`` draws of each transformation per case; the first is
@@ -273,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="print the invariance rate per metamorphic transformation instead of the suite")
     ap.add_argument("--seeds", type=int, default=1, help="with --invariance: draws of each transformation per case")
     ap.add_argument("--healthy-seeds", type=int, default=13, help="healthy jobs per log style (0: no healthy row)")
+    ap.add_argument("--no-cases", action="store_true", help="leave out the rows of committed cases (recorded, classes, real logs)")
     a = ap.parse_args(argv)
     if a.invariance:
         sys.stdout.write(invariance(seeds=a.seeds))
@@ -281,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(summarize(outs))
     if a.healthy_seeds:
         sys.stdout.write(healthy_rows(a.healthy_seeds))
+    if not a.no_cases:
+        sys.stdout.write(case_rows())
     return 0
 
 
