@@ -253,3 +253,26 @@ def test_srun_naming_every_task_of_a_node_killed_is_a_node_level_root():
     out = attribute(ms, [stream(r) for r in range(8)], rules, {}, set(range(8)),
                     ranks_of_host={"gpu-d03": {0, 1, 2, 3}, "gpu-d04": {4, 5, 6, 7}})
     assert out.root is not None and out.root.rank is None and out.root.host == "gpu-d04", out.why
+
+
+def _writer(rank: int, last_offset: int, last_t: float) -> StreamFacts:
+    return StreamFacts(Who(rank=rank), f"rank-{rank}.log", 100, T0, T0 + int(last_t * NS), last_offset)
+
+
+def test_a_failure_its_writer_wrote_on_from_for_minutes_was_caught():
+    e = ev(match(OOM, 3, 10.0, offset=500), OOM)
+    lives = lifecycle.build([e], [_writer(3, 9000, 10.0 + 300)])
+    assert id(e) in lifecycle.survived([e], lives)
+    lives = lifecycle.build([e], [_writer(3, 9000, 10.0 + 30)])  # half a minute: a fatal error's exit lines?
+    assert lifecycle.survived([e], lives) == {}
+
+
+def test_in_a_job_nothing_tore_down_a_failure_its_writer_wrote_on_from_was_caught():
+    ms = [match(EXC, 3, 10.0, offset=500)]
+    out = _attr(ms, [_writer(3, 9000, 40.0)] + [stream(r) for r in (0, 1, 2)], set(range(4)))
+    assert out.verdict is Verdict.NO_FAILURE, out.why
+    # the same with the launcher tearing the job down: the failure ended it
+    ms.append(match(rule("launcher.torchrun-sigterm-to-workers", Role.TEARDOWN), None, 41.0, path="agent.log"))
+    rules = {r.id: r for r in (EXC,)} | {"launcher.torchrun-sigterm-to-workers": rule("launcher.torchrun-sigterm-to-workers", Role.TEARDOWN)}
+    out = attribute(ms, [_writer(3, 9000, 40.0)], rules, {}, set(range(4)))
+    assert out.verdict is Verdict.ROOT_CAUSE and out.root is not None and out.root.rank == 3

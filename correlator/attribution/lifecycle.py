@@ -143,6 +143,18 @@ def _went_on_by_time(e: Ev, life: Life) -> str | None:
     return None
 
 
+def went_on_writing(e: Ev, life: Life | None, at_least_ns: int = 0) -> str | None:
+    """The same writer wrote stamped output after the failure, in the same source, ``at_least_ns``
+    later or more (a process's output ends with its fatal error, but for buffered lines flushed at
+    exit: those carry older stamps)."""
+    if life is None or life.exit_failed or e.m.time_ns is None:
+        return None
+    out = life.last_out.get(e.m.path)
+    if out is None or out[0] <= e.m.offset or out[1] is None or out[1] - e.m.time_ns < max(at_least_ns, 1):
+        return None
+    return f"its own output went on {(out[1] - e.m.time_ns) / NS:.0f} s after it"
+
+
 def _went_on_after_completion(e: Ev, life: Life) -> str | None:
     """A rank that had reported its training complete, then printed a failure and went on writing
     stamped output for a while (an evaluation after training, an export): the failure was caught."""
@@ -232,7 +244,7 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
                 out[id(e)] = f"{who} went on after its {e.rule.id}: {restarted} {SURVIVED_NOTE_END}"
             continue
         how = (_went_on_by_position(e, life) or _completed_after(e, life) or _went_on_by_time(e, life)
-               or _went_on_after_completion(e, life))
+               or _went_on_after_completion(e, life) or went_on_writing(e, life, policy.SURVIVED_NS))
         if how is None and life.exit_ok and not life.exit_failed:
             how = "its launcher reports that its worker group finished successfully (every worker exited 0)"
         if how:

@@ -57,10 +57,10 @@ SURVIVED_BRACKET_NS = 120 * NS
 #: a rank that reported its training complete and then wrote stamped output this long after a failure
 #: (an evaluation, an export) went on from it
 SURVIVED_OUTPUT_NS = 30 * NS
-#: progress lines of the same writer after a failure, by position, that make it survived: one
-#: progress line can be stdout flushed at exit (block-buffered output of a process that then died),
-#: two with a later time or a higher step are the rank training on
-SURVIVED_MIN_PROGRESS = 1
+#: in a job nothing tore down and nobody waited in, a failure whose writer went on writing stamped
+#: lines this long after it was caught (a fatal error's process prints its exit lines within a second
+#: or two, and a job it ended would show a teardown or a waiting peer)
+SURVIVED_QUIET_NS = 10 * NS
 
 # --- causal explanation ----------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from correlator.attribution.evidence import Clue, EvidenceKind as K
 from correlator.clocks import ClockEstimate
 from correlator.identity import compress_ranks
 from correlator.model import (
-    Evidence, IdentityFact, Label, Match, Role, RootCause, Rule, StreamFacts, TimeKind, Verdict, Who, iso,
+    SURVIVED_NOTE_END, Evidence, IdentityFact, Label, Match, Role, RootCause, Rule, StreamFacts, TimeKind, Verdict, Who, iso,
 )
 from correlator.timestamps import NS
 
@@ -342,6 +342,19 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     survived = lifecycle.survived(evs, lives)
     passed = lifecycle.transient(evs, lives)  # collateral its rank went on from: not how the job ended
     cands = [e for e in evs if causal.is_candidate(e, sent) and id(e) not in survived]
+    if cands and not any(e.rule.role in (Role.TEARDOWN, Role.JOB) for e in evs) and not any(
+            e.rule.role is Role.COLLATERAL and "timeout" in e.rule.tags for e in evs):
+        # nothing tore the job down and nobody waited on anyone: failures whose writers went on writing
+        # after them (a retried read in the last minute, an evaluation that skipped a batch) were caught
+        went = {id(c): lifecycle.went_on_writing(c, lives.get(c.rank if c.rank is not None else
+                                                               lifecycle.writer_key(c.m.path, c.m.who)),
+                                                 policy.SURVIVED_QUIET_NS)
+                for c in cands}
+        if all(went.values()):
+            for c in cands:
+                who = f"rank {c.rank}" if c.rank is not None else c.m.path
+                survived[id(c)] = f"{who} went on after its {c.rule.id}: {went[id(c)]} {SURVIVED_NOTE_END}"
+            cands = []
     explained = causal.explanations(cands, evs)
     w = _Work(evs, sent, survived, cands, explained, lives)
     unexplained = [c for c in cands if id(c) not in explained]
