@@ -77,3 +77,18 @@ def test_class_case(case: Path) -> None:
     exp = _expected(case)
     report = analyze([str(case)], Options(tz="UTC", workers=1))
     assert expectations.mismatch(report, exp) is None, expectations.mismatch(report, exp)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "node" in _expected(c)], ids=lambda c: c.name)
+def test_a_node_level_root_reads_as_the_node_in_every_format(case: Path) -> None:
+    from correlator.attribution.evidence import describe
+    from correlator.report import RENDERERS, render
+
+    report = analyze([str(case)], Options(tz="UTC", workers=1))
+    node = _expected(case)["node"]
+    for fmt in RENDERERS:
+        text = render(report, fmt)
+        assert node in text, fmt
+        if fmt in ("terminal", "markdown"):
+            assert describe(report.root_cause.decided_by) in text, fmt
+            assert "unknown rank" not in text, fmt
