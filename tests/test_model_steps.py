@@ -276,3 +276,16 @@ def test_in_a_job_nothing_tore_down_a_failure_its_writer_wrote_on_from_was_caugh
     rules = {r.id: r for r in (EXC,)} | {"launcher.torchrun-sigterm-to-workers": rule("launcher.torchrun-sigterm-to-workers", Role.TEARDOWN)}
     out = attribute(ms, [_writer(3, 9000, 40.0)], rules, {}, set(range(4)))
     assert out.verdict is Verdict.ROOT_CAUSE and out.root is not None and out.root.rank == 3
+
+
+def test_a_job_cancelled_after_its_collectives_timed_out_is_the_hangs():
+    cancel = rule("slurm.job-cancelled", Role.JOB)
+    rules = {r.id: r for r in (cancel, WATCHDOG)}
+    waits = [match(WATCHDOG, r, 600.0, caps={"seq": "77"}) for r in range(1, 8)]
+    late = [match(cancel, None, 1800.0, path="slurm-1.out")]
+    out = attribute([*waits, *late], [stream(r) for r in range(8)], rules, {}, set(range(8)))
+    assert out.verdict is Verdict.ROOT_CAUSE and out.root is not None and out.root.rank == 0, out.why
+    # ended while the ranks still waited (no collective had timed out yet): the job's end
+    early = [match(cancel, None, 300.0, path="slurm-1.out")]
+    out = attribute([*waits, *early], [stream(r) for r in range(8)], rules, {}, set(range(8)))
+    assert out.verdict is Verdict.JOB_LEVEL, out.why

@@ -401,7 +401,9 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             w.why.append(f"{len(passed)} collateral report(s) ({', '.join(sorted({e.rule.id for e in evs if id(e) in passed})[:3])}) "
                          f"were followed by their rank's progress: a wait that passed")
         ended = _normal_end(w, known_ranks, streams) if not cands and first_job is None else None
-        if first_job is not None and (not collateral or first_job.t is None or not cands):
+        waited_first = [e for e in collateral if "timeout" in e.rule.tags and first_job is not None
+                        and _job_first(e, first_job)]  # a collective timed out before the job was ended
+        if first_job is not None and not waited_first and (not collateral or first_job.t is None or not cands):
             verdict, root_ev, decided, confidence = Verdict.JOB_LEVEL, first_job, K.JOB, policy.CONF_JOB
             w.why.append(f"the job ended for a job-level reason: {first_job.rule.title}")
             if cands:
@@ -449,6 +451,9 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                     w.why.append(f"no rank reports a failure that can start a cascade: this is a hang; "
                                  f"the other ranks only report {proto.rule.id}")
                 w.why.extend(f"rank {culprit}: {c.detail}" for c in found if c.rank == culprit)
+                if first_job is not None:
+                    w.why.append(f"the job was ended afterwards ({first_job.rule.title}), once its collectives had "
+                                 f"already timed out")
                 if root_ev.t is not None:
                     w.why.append(f"the time given is rank {culprit}'s last progress (or output) before the hang")
                 confidence = min(policy.CONF_HANG_MAX, policy.CONF_HANG_BASE + policy.CONF_HANG_PER_POINT * best)
