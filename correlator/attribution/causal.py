@@ -179,17 +179,21 @@ def explanations(cands: Sequence[Ev], all_evs: Sequence[Ev]) -> dict[int, tuple[
             collateral_by_rank[e.rank].append(e)
     comm = [e for e in all_evs if e.rule.role is Role.PRIMARY and e.rule.category in _COMM_CATEGORIES
             and signal_of(e) is None]
+    explainers: dict[str, list[Ev]] = defaultdict(list)  # rule id -> the candidates whose rule explains it
+    for x in cands:
+        for rid in x.rule.explains:
+            explainers[rid].append(x)
     out: dict[int, tuple[Ev, str]] = {}
     for c in sorted(cands, key=Ev.sort_key):
         own = explained_by_own_watchdog(c, collateral_by_rank, comm)
         if own is not None:
             out[id(c)] = (own, f"the process aborted by its communication library after {own.rule.id}")
             continue
-        d = explained_by_peer_death(c, [x for x in deaths if id(x) not in out])
+        d = explained_by_peer_death(c, [x for x in deaths if id(x) not in out]) if PEER_TRANSPORT_TAG in c.rule.tags else None
         if d is not None:
             out[id(c)] = (d, f"a transport error right after {_who(d)} died ({d.rule.id})")
             continue
-        r = explained_by_rule(c, [x for x in cands if id(x) not in out])
+        r = explained_by_rule(c, [x for x in explainers.get(c.rule.id, ()) if id(x) not in out])
         if r is not None:
             out[id(c)] = (r, f"what {r.rule.id} on {_who(r)} typically causes on other ranks")
     return out
