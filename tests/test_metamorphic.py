@@ -29,28 +29,10 @@ def _cases(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if (p / "expected.toml").is_file()) if folder.is_dir() else []
 
 
-def _ranks(case: Path) -> int:
-    rep = analyze([str(case)], Options(tz="UTC", workers=1))
-    rows = {r.rank for r in rep.ranks if r.rank is not None}
-    n = rep.job.get("ranks")
-    return max(len(rows), n if isinstance(n, int) else 0)
-
-
-SAMPLES = _cases(ROOT / "sample_logs")
-CASES = SAMPLES + [c for folder in ("real_logs", "recorded", "classes") for c in _cases(HERE / folder) if _ranks(c) >= 2]
-IDS = [f"{c.parent.name}/{c.name}" for c in CASES]
-
 Outcome = tuple[str, "int | None", "str | None"]
 _FILES: dict[Path, Files] = {}
 _BASE: dict[Path, Outcome] = {}
-
-
-def outcome(files: Files, where: Path) -> Outcome:
-    """Verdict, root rank and root category of the job's files written under ``where``."""
-    paths = write_job(files, where / "job")
-    rep = analyze(paths, Options(tz="UTC", workers=1))
-    rc = rep.root_cause
-    return rep.verdict.value, rc.rank if rc else None, rc.category if rc else None
+_RANKS: dict[Path, int] = {}
 
 
 def files_of(case: Path) -> Files:
@@ -59,11 +41,44 @@ def files_of(case: Path) -> Files:
     return _FILES[case]
 
 
+def _analyse(files: Files, where: Path):
+    return analyze(write_job(files, where / "job"), Options(tz="UTC", workers=1))
+
+
+def outcome(files: Files, where: Path) -> Outcome:
+    """Verdict, root rank and root category of the job's files written under ``where``."""
+    rep = _analyse(files, where)
+    rc = rep.root_cause
+    return rep.verdict.value, rc.rank if rc else None, rc.category if rc else None
+
+
+def _untransformed(case: Path) -> None:
+    """The untransformed run of a case (written out and passed in order, as the transformed ones are):
+    its outcome and how many ranks it shows, once per case."""
+    if case in _BASE:
+        return
+    with tempfile.TemporaryDirectory(prefix="correlate-meta-") as d:
+        rep = _analyse(files_of(case), Path(d))
+    rc = rep.root_cause
+    _BASE[case] = (rep.verdict.value, rc.rank if rc else None, rc.category if rc else None)
+    rows = {r.rank for r in rep.ranks if r.rank is not None}
+    n = rep.job.get("ranks")
+    _RANKS[case] = max(len(rows), n if isinstance(n, int) else 0)
+
+
+def _ranks(case: Path) -> int:
+    _untransformed(case)
+    return _RANKS[case]
+
+
 def baseline(case: Path) -> Outcome:
-    if case not in _BASE:
-        with tempfile.TemporaryDirectory(prefix="correlate-meta-") as d:
-            _BASE[case] = outcome(files_of(case), Path(d))
+    _untransformed(case)
     return _BASE[case]
+
+
+SAMPLES = _cases(ROOT / "sample_logs")
+CASES = SAMPLES + [c for folder in ("real_logs", "recorded", "classes") for c in _cases(HERE / folder) if _ranks(c) >= 2]
+IDS = [f"{c.parent.name}/{c.name}" for c in CASES]
 
 
 def _show(o: Outcome) -> str:
