@@ -24,6 +24,8 @@ from datetime import datetime, timedelta, timezone
 from random import Random
 from typing import Callable
 
+from metamorphic import WARNINGS
+
 Files = dict[str, bytes]
 
 RANKS, PER_NODE = 8, 4
@@ -176,24 +178,8 @@ EXCEPTION_IGNORED = [
     "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
 ]
 
-USER_WARNINGS = [
-    ["/opt/conda/lib/python3.11/site-packages/torch/_utils.py:831: UserWarning: TypedStorage is deprecated. It will be "
-     "removed in the future and UntypedStorage will be the only storage class. This should only matter to you if you "
-     "are using storages directly.  To access UntypedStorage directly, use tensor.untyped_storage() instead of "
-     "tensor.storage()",
-     "  return self.fget.__get__(instance, owner)()"],
-    ["/opt/conda/lib/python3.11/site-packages/torch/utils/checkpoint.py:464: UserWarning: torch.utils.checkpoint: the "
-     "use_reentrant parameter should be passed explicitly. In version 2.4 we will raise an exception if use_reentrant "
-     "is not passed. use_reentrant=False is recommended, but if you need to preserve the current default behavior, you "
-     "can pass use_reentrant=True. Refer to docs for more details on the differences between the two variants.",
-     "  warnings.warn("],
-    ["/opt/conda/lib/python3.11/site-packages/transformers/training_args.py:1525: FutureWarning: `evaluation_strategy` "
-     "is deprecated and will be removed in version 4.46 of 🤗 Transformers. Use `eval_strategy` instead",
-     "  warnings.warn("],
-    ["/workspace/train/main.py:212: FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. Please use "
-     "`torch.amp.GradScaler('cuda', args...)` instead.",
-     "  scaler = torch.cuda.amp.GradScaler()"],
-]
+#: user and deprecation warnings as the libraries print them (the metamorphic transformations use the same)
+USER_WARNINGS = WARNINGS
 
 RETRY_LINES = [
     ("urllib3.connectionpool", "Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after "
