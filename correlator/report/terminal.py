@@ -85,7 +85,7 @@ def render(report: Report, color: bool = False) -> str:
     elif v is Verdict.NO_FAILURE:
         said = [d.message[len(UNDETERMINED_NOTE):] for d in report.diagnostics
                 if d.path is None and d.message.startswith(UNDETERMINED_NOTE)]
-        body = [_wrap(said[0], 0)[0] if said else "no failure, timeout or teardown was found in the logs"]
+        body = _wrap(said[0], 0) if said else ["no failure, timeout or teardown was found in the logs"]
         for note in survived_notes(report)[:3]:  # failures the ranks went on from
             wrapped = _wrap(note, 2)
             body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
