@@ -82,7 +82,6 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
     groups = []
     for (rid, label), es in by.items():
         ranks = sorted({e.rank for e in es if e.rank is not None})
-        hosts = sorted({e.m.who.host for e in es if e.m.who.host})
         ts = [e.t for e in es if e.t is not None]
         first = min(ts) if ts else None
         last = max(ts) if ts else None

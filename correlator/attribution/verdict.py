@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from correlator.attribution import causal, hang, lifecycle, policy
-from correlator.attribution.events import Ev, make_events, rank_list, who_text
+from correlator.attribution.events import Ev, make_events, who_text
 from correlator.attribution.evidence import Clue, EvidenceKind as K
 from correlator.clocks import ClockEstimate
 from correlator.identity import compress_ranks
@@ -590,6 +590,3 @@ def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], 
     m = Match(rule.id, proto.m.path, proto.m.line, proto.m.offset, proto.m.text, who, last, last, None,
               TimeKind.INHERITED if last is not None else TimeKind.NONE)
     return Ev(m, rule, last, last, None, None, host or f"rank {culprit}")
-
-
-_ = rank_list
