@@ -270,3 +270,18 @@ def transient(evs: Sequence[Ev], lives: dict[object, Life]) -> set[int]:
         if life is not None and (_went_on_by_position(e, life) or _completed_after(e, life)):
             out.add(id(e))
     return out
+
+
+def caught_in_a_quiet_job(cands: Sequence[Ev], evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
+    """In a job nothing tore down (no teardown, no job end) and in which nobody waited on anyone (no
+    timeout), the failures left are caught ones when every one's writer went on writing after it for
+    ``SURVIVED_QUIET_NS`` (a retried read in the last minute, an evaluation that skipped a batch):
+    ``id(ev)`` -> the note; else nothing."""
+    if not cands or any(e.rule.role in (Role.TEARDOWN, Role.JOB) for e in evs) or any(
+            e.rule.role is Role.COLLATERAL and "timeout" in e.rule.tags for e in evs):
+        return {}
+    went = {id(c): went_on_writing(c, lives.get(_key(c)), policy.SURVIVED_QUIET_NS) for c in cands}
+    if not all(went.values()):
+        return {}
+    return {id(c): f"{f'rank {c.rank}' if c.rank is not None else c.m.path} went on after its {c.rule.id}: "
+                   f"{went[id(c)]} {SURVIVED_NOTE_END}" for c in cands}

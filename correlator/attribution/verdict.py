@@ -19,7 +19,7 @@ from correlator.attribution.evidence import Clue, EvidenceKind as K
 from correlator.clocks import ClockEstimate
 from correlator.identity import compress_ranks
 from correlator.model import (
-    SURVIVED_NOTE_END, Evidence, IdentityFact, Label, Match, Role, RootCause, Rule, StreamFacts, TimeKind, Verdict, Who, iso,
+    Evidence, IdentityFact, Label, Match, Role, RootCause, Rule, StreamFacts, TimeKind, Verdict, Who, iso,
 )
 from correlator.timestamps import NS
 
@@ -40,6 +40,19 @@ class Outcome:
     #: the reasons, also when no root was named (they go into the report's diagnostics then)
     why: list[str] = field(default_factory=list)
     clues: list[Clue] = field(default_factory=list)
+
+
+@dataclass
+class _Decision:
+    """What a verdict step concluded."""
+
+    verdict: Verdict
+    root_ev: Ev | None = None
+    decided: K = K.PRIMARY
+    confidence: float = 0.0
+    suspects: dict[int, float] = field(default_factory=dict)
+    silent: set[int] = field(default_factory=set)
+    found: list[Clue] = field(default_factory=list)
 
 
 @dataclass
@@ -342,19 +355,9 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
     survived = lifecycle.survived(evs, lives)
     passed = lifecycle.transient(evs, lives)  # collateral its rank went on from: not how the job ended
     cands = [e for e in evs if causal.is_candidate(e, sent) and id(e) not in survived]
-    if cands and not any(e.rule.role in (Role.TEARDOWN, Role.JOB) for e in evs) and not any(
-            e.rule.role is Role.COLLATERAL and "timeout" in e.rule.tags for e in evs):
-        # nothing tore the job down and nobody waited on anyone: failures whose writers went on writing
-        # after them (a retried read in the last minute, an evaluation that skipped a batch) were caught
-        went = {id(c): lifecycle.went_on_writing(c, lives.get(c.rank if c.rank is not None else
-                                                               lifecycle.writer_key(c.m.path, c.m.who)),
-                                                 policy.SURVIVED_QUIET_NS)
-                for c in cands}
-        if all(went.values()):
-            for c in cands:
-                who = f"rank {c.rank}" if c.rank is not None else c.m.path
-                survived[id(c)] = f"{who} went on after its {c.rule.id}: {went[id(c)]} {SURVIVED_NOTE_END}"
-            cands = []
+    quiet = lifecycle.caught_in_a_quiet_job(cands, evs, lives)
+    survived.update(quiet)
+    cands = [c for c in cands if id(c) not in quiet]
     explained = causal.explanations(cands, evs)
     w = _Work(evs, sent, survived, cands, explained, lives)
     unexplained = [c for c in cands if id(c) not in explained]
@@ -427,46 +430,9 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
                          f"killed by one signal ({node_wave.what}): a node-level failure, not one rank's; the other "
                          f"ranks only report {collateral[0].rule.id}")
         elif collateral:
-            found, stuck, des = hang.clues(hang_evs, streams, known_ranks, lives)
-            scores = suspects = hang.score(found)
-            if scores and max(scores.values()) < policy.HANG_MIN_SCORE:
-                for c in found:
-                    w.why.append(f"rank {c.rank}: {c.detail} (a hint only, too weak alone to name it)")
-                scores = {}
-            if scores:
-                best = max(scores.values())
-                top = sorted(r for r, sc in scores.items() if sc == best)
-                culprit = top[0]
-                silent = {r for r, sc in scores.items() if sc >= policy.SILENT_MIN_SCORE}
-                verdict = Verdict.ROOT_CAUSE
-                decided = hang.strongest(found, culprit)
-                rule_id = stuck.rule or collateral[0].rule.id
-                proto = next((e for e in collateral if e.rule.id == rule_id), collateral[0])
-                root_ev = _hang_root(culprit, evs, streams, rules[proto.rule.id], proto)
-                if lifecycle.WORKER_EXIT_TAG in root_ev.rule.tags:
-                    decided = K.LEFT_THE_COLLECTIVE
-                    w.why.append(f"rank {culprit} left: its launcher reports its exit ({root_ev.rule.title}) while the "
-                                 f"other ranks were still in a collective with it; they only report {proto.rule.id}")
-                else:
-                    w.why.append(f"no rank reports a failure that can start a cascade: this is a hang; "
-                                 f"the other ranks only report {proto.rule.id}")
-                w.why.extend(f"rank {culprit}: {c.detail}" for c in found if c.rank == culprit)
-                if first_job is not None:
-                    w.why.append(f"the job was ended afterwards ({first_job.rule.title}), once its collectives had "
-                                 f"already timed out")
-                if root_ev.t is not None:
-                    w.why.append(f"the time given is rank {culprit}'s last progress (or output) before the hang")
-                confidence = min(policy.CONF_HANG_MAX, policy.CONF_HANG_BASE + policy.CONF_HANG_PER_POINT * best)
-                if len(top) > 1:
-                    confidence = min(confidence, policy.CONF_HANG_TIED)
-                    w.why.append(f"ranks {compress_ranks(top)} are equally suspect")
-            else:
-                verdict = Verdict.UNDETERMINED
-                w.why.append("ranks report collateral failures (timeouts, closed connections) but no rank can be named")
-                if hang.all_joined(des, known_ranks):
-                    w.why.append(f"PyTorch's desync report: every rank ({compress_ranks(sorted(des.joined))}) joined the "
-                                 f"stuck collective and none finished it, so no rank diverged; suspect what lies below "
-                                 f"the program (network, NCCL, a GPU)")
+            d = _hang(w, evs, hang_evs, collateral, streams, known_ranks, rules, first_job)
+            verdict, root_ev, decided, confidence = d.verdict, d.root_ev, d.decided, d.confidence
+            suspects, silent, found = d.suspects, d.silent, d.found
         elif any(e.rule.role is Role.TEARDOWN for e in evs):
             verdict = Verdict.UNDETERMINED
             w.why.append("the launcher or scheduler tore the job down, but no failure was found in the logs")
@@ -552,6 +518,53 @@ def _root_cause(w: _Work, root_ev: Ev | None, verdict: Verdict, decided: K, conf
         confirm=rule.confirm, references=rule.references, why=tuple(w.why), prevention=rule.prevention,
         decided_by=str(decided), attempt=root_ev.m.attempt,
         context=tuple(f">> {root_ev.m.text}" if x == ">>" else x for x in root_ev.m.context))
+
+
+def _hang(w: _Work, evs: Sequence[Ev], hang_evs: Sequence[Ev], collateral: Sequence[Ev],
+          streams: Sequence[StreamFacts], known: set[int], rules: dict[str, Rule], first_job: Ev | None) -> _Decision:
+    """No rank printed a candidate failure and ranks report collateral: the culprit of the hang by the
+    strongest evidence, or no rank (and why) when the evidence is too weak."""
+    found, stuck, des = hang.clues(hang_evs, streams, known, w.lives)
+    scores = hang.score(found)
+    d = _Decision(Verdict.UNDETERMINED, suspects=scores, found=found)
+    if scores and max(scores.values()) < policy.HANG_MIN_SCORE:
+        for c in found:
+            w.why.append(f"rank {c.rank}: {c.detail} (a hint only, too weak alone to name it)")
+        scores = {}
+    if scores:
+        best = max(scores.values())
+        top = sorted(r for r, sc in scores.items() if sc == best)
+        culprit = top[0]
+        d.silent = {r for r, sc in scores.items() if sc >= policy.SILENT_MIN_SCORE}
+        d.verdict = Verdict.ROOT_CAUSE
+        d.decided = hang.strongest(found, culprit)
+        rule_id = stuck.rule or collateral[0].rule.id
+        proto = next((e for e in collateral if e.rule.id == rule_id), collateral[0])
+        d.root_ev = root_ev = _hang_root(culprit, evs, streams, rules[proto.rule.id], proto)
+        if lifecycle.WORKER_EXIT_TAG in root_ev.rule.tags:
+            d.decided = K.LEFT_THE_COLLECTIVE
+            w.why.append(f"rank {culprit} left: its launcher reports its exit ({root_ev.rule.title}) while the "
+                         f"other ranks were still in a collective with it; they only report {proto.rule.id}")
+        else:
+            w.why.append(f"no rank reports a failure that can start a cascade: this is a hang; "
+                         f"the other ranks only report {proto.rule.id}")
+        w.why.extend(f"rank {culprit}: {c.detail}" for c in found if c.rank == culprit)
+        if first_job is not None:
+            w.why.append(f"the job was ended afterwards ({first_job.rule.title}), once its collectives had "
+                         f"already timed out")
+        if root_ev.t is not None:
+            w.why.append(f"the time given is rank {culprit}'s last progress (or output) before the hang")
+        d.confidence = min(policy.CONF_HANG_MAX, policy.CONF_HANG_BASE + policy.CONF_HANG_PER_POINT * best)
+        if len(top) > 1:
+            d.confidence = min(d.confidence, policy.CONF_HANG_TIED)
+            w.why.append(f"ranks {compress_ranks(top)} are equally suspect")
+    else:
+        w.why.append("ranks report collateral failures (timeouts, closed connections) but no rank can be named")
+        if hang.all_joined(des, known):
+            w.why.append(f"PyTorch's desync report: every rank ({compress_ranks(sorted(des.joined))}) joined the "
+                         f"stuck collective and none finished it, so no rank diverged; suspect what lies below "
+                         f"the program (network, NCCL, a GPU)")
+    return d
 
 
 def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], rule: Rule, proto: Ev) -> Ev:
