@@ -128,6 +128,61 @@ class Related:
     kind: str = "see-also"
 
 
+class Domain(StrEnum):
+    """Where a failure lives, which decides who acts on it."""
+
+    HARDWARE = "hardware"
+    SOFTWARE = "software"
+    INFRASTRUCTURE = "infrastructure"
+    USER_CODE = "user-code"
+
+
+class Restart(StrEnum):
+    """What a resubmission of the same job can expect."""
+
+    #: transient: the same job, resubmitted as it is, will likely run
+    RETRY = "retry"
+    #: the node is at fault: resubmit with it excluded (``--exclude``), and drain it
+    EXCLUDE_NODE = "exclude-node"
+    #: the job fails again the same way until the code or its configuration changes
+    FIX_CODE = "fix-code"
+    #: the environment (packages, drivers, paths, quotas, disk space) must change first
+    FIX_ENVIRONMENT = "fix-environment"
+    #: collateral or teardown: the outlook is the root cause's
+    FOLLOW_ROOT = "follow-root"
+    #: context: nothing to act on
+    NONE = "none"
+
+
+class Phase(StrEnum):
+    STARTUP = "startup"
+    INIT = "init"
+    TRAINING = "training"
+    CHECKPOINT = "checkpoint"
+    EVALUATION = "evaluation"
+    SHUTDOWN = "shutdown"
+    ANY = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    phase: Phase
+    #: what sets it off, in a few words
+    trigger: str
+
+
+@dataclass(frozen=True, slots=True)
+class VersionNote:
+    """Which versions of which software print which wording, and where that text comes from."""
+
+    software: str
+    #: a version range as the project writes it (``>= 2.23``, ``2.18-2.22``, ``all``)
+    range: str
+    wording: str
+    #: a pinned reference (a commit or release) to the source that prints it, or a thread quoting it
+    source: str
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     id: str
@@ -149,6 +204,16 @@ class Rule:
     window_s: float = 3600.0
     examples: tuple[Example, ...] = ()
     path: str = ""
+    #: what this failure is mistaken for, and how to tell them apart
+    looks_like: tuple[str, ...] = ()
+    domain: Domain | None = None
+    restart: Restart | None = None
+    #: one command or test that confirms it fastest
+    cheapest_check: str = ""
+    when: When | None = None
+    #: the metric or alert that shows it coming or happening
+    fingerprint: str = ""
+    versions: tuple[VersionNote, ...] = ()
 
 
 # --- extraction --------------------------------------------------------------------------------

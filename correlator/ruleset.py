@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import pickle
 import tomllib
+from enum import StrEnum
+from typing import TypeVar
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,20 @@ from pathlib import Path
 import regex
 
 from correlator.errors import RuleError
-from correlator.model import Example, MatchSpec, Related, Role, Rule, Scope, Severity
+from correlator.model import (
+    Domain,
+    Example,
+    MatchSpec,
+    Phase,
+    Related,
+    Restart,
+    Role,
+    Rule,
+    Scope,
+    Severity,
+    VersionNote,
+    When,
+)
 
 SCHEMA = 1
 #: seconds a user-written pattern may run on one line before it is abandoned
@@ -42,6 +57,13 @@ RULE_KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "related": (list, False),
     "explains": (list, False),
     "window_s": ((int, float), False),
+    "looks_like": (list, False),
+    "domain": (str, False),
+    "restart": (str, False),
+    "cheapest_check": (str, False),
+    "when": (dict, False),
+    "fingerprint": (str, False),
+    "versions": (list, False),
     "match": (dict, True),
     "examples": (list, True),
 }
@@ -54,6 +76,13 @@ MATCH_KEYS: dict[str, tuple[type, bool]] = {
     "context_lines": (int, False),
     "context_after": (int, False),
     "context_requires": (list, False),
+}
+WHEN_KEYS: dict[str, tuple[type, bool]] = {"phase": (str, True), "trigger": (str, True)}
+VERSION_KEYS: dict[str, tuple[type, bool]] = {
+    "software": (str, True),
+    "range": (str, True),
+    "wording": (str, True),
+    "source": (str, True),
 }
 EXAMPLE_KEYS: dict[str, tuple[type, bool]] = {
     "expect": (str, True),
@@ -164,6 +193,22 @@ def parse_rule(data: dict, path: str, expected_id: str | None = None) -> Rule:
             raise RuleError(f"related[{i}].kind {kind!r} is not one of {list(RELATED_KINDS)}", path)
         related.append(Related(rel["id"], kind))
 
+    domain = _enum(path, "domain", Domain, data.get("domain"))
+    restart = _enum(path, "restart", Restart, data.get("restart"))
+    when = None
+    if "when" in data:
+        w = data["when"]
+        _check_keys(f"{path}: when", w, WHEN_KEYS)
+        phase = _enum(path, "when.phase", Phase, w["phase"])
+        assert phase is not None  # required by WHEN_KEYS
+        when = When(phase, w["trigger"].strip())
+    versions = []
+    for i, v in enumerate(data.get("versions", [])):
+        if not isinstance(v, dict):
+            raise RuleError(f"versions[{i}] must be a table {{ software, range, wording, source }}", path)
+        _check_keys(f"{path}: versions[{i}]", v, VERSION_KEYS)
+        versions.append(VersionNote(v["software"], v["range"], v["wording"], v["source"]))
+
     return Rule(
         id=rid,
         title=data["title"],
@@ -185,7 +230,26 @@ def parse_rule(data: dict, path: str, expected_id: str | None = None) -> Rule:
         window_s=float(data.get("window_s", 3600.0)),
         examples=tuple(examples),
         path=path,
+        looks_like=_str_list(path, "looks_like", data.get("looks_like", [])),
+        domain=domain,
+        restart=restart,
+        cheapest_check=data.get("cheapest_check", "").strip(),
+        when=when,
+        fingerprint=data.get("fingerprint", "").strip(),
+        versions=tuple(versions),
     )
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _enum(path: str, key: str, kind: type[E], value: str | None) -> E | None:
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        raise RuleError(f"{key} {value!r} is not one of {[k.value for k in kind]}", path) from None
 
 
 def load_rule_file(path: Path, root: Path | None = None) -> Rule:
