@@ -27,7 +27,7 @@ app = typer.Typer(
 rules_app = typer.Typer(help="Inspect and check the failure rules.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 
-SUBCOMMANDS = {"analyze", "rules", "history", "synth", "--help", "-h", "--version"}
+SUBCOMMANDS = {"analyze", "rules", "history", "--help", "-h", "--version"}
 FORMATS = ("terminal", "json", "markdown", "html", "trace")
 
 
