@@ -33,14 +33,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from correlator.engines import EngineSpec, run_local
-from correlator.extract import Engine, ExtractOptions
-from correlator.identity import resolve_digests
+from correlator.extract.engines import EngineSpec, run_local
+from correlator.extract.extractor import Engine, ExtractOptions
+from correlator.correlate.identity import resolve_digests
 from correlator.model import Digest, Role
 from correlator.pipeline import correlate, load_engine_rules, Options
-from correlator.sources import discover
+from correlator.extract.sources import discover
 from correlator.synth import Truth, generate_suite
-from correlator.timestamps import resolve_tz
+from correlator.extract.timestamps import resolve_tz
 
 
 @dataclass

@@ -39,7 +39,7 @@ def rule_patterns() -> list[str]:
 
 
 def _drop_lookarounds(p: str) -> str:
-    from correlator.scan import group_end
+    from correlator.extract.scan import group_end
 
     out, i = [], 0
     while i < len(p):

@@ -251,7 +251,7 @@ def _analyze_plain(values: dict[str, object]) -> None:
     early = ("-" not in paths and kwargs["fmt"] in FORMATS and os.environ.get("CORRELATE_EARLY_POOL", "1") != "0"
              and (os.cpu_count() or 1) > 1)
     if early:
-        from correlator.engines import speculate
+        from correlator.extract.engines import speculate
 
         speculate(list(paths))  # type: ignore[arg-type]
     try:
@@ -260,7 +260,7 @@ def _analyze_plain(values: dict[str, object]) -> None:
         sys.exit(e.exit_code)
     finally:
         if early:  # whatever stopped the analysis, work started early is not waited for
-            from correlator.engines import drop_early
+            from correlator.extract.engines import drop_early
 
             drop_early()
 

@@ -2,7 +2,7 @@
 
 Owns polling the inputs (growing files, new files in folders, globs, stdin), extracting only the
 bytes that arrived since the last look, merging those pieces into one digest per source, and
-re-running the global stage (``pipeline.correlate``) when something changed. It prints the verdict
+re-running the global stage (``correlate.stage.correlate``) when something changed. It prints the verdict
 when a root cause (or a job-level end) is first established and an update whenever it changes (a
 lagging host flushing an earlier failure late), and stops when the job's end is seen: a SLURM
 cancel or abort line, srun reporting exited tasks, torchrun's ``ChildFailedError`` summary.
@@ -27,12 +27,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TextIO
 
-from correlator import pipeline, sources
-from correlator.extract import KEEP_FIRST, KEEP_LAST, Engine, ExtractOptions, extract
+from correlator import pipeline
+from correlator.extract import sources
+from correlator.extract.extractor import KEEP_FIRST, KEEP_LAST, Engine, ExtractOptions, extract
 from correlator.model import (
     Anchor, Diagnostic, Digest, IdentityFact, Match, Report, Rule, SourceInfo, StreamFacts, Verdict,
 )
-from correlator.timestamps import resolve_tz
+from correlator.extract.timestamps import resolve_tz
 
 #: lines that end the job: after one of them, a short grace period collects late flushes, then stop
 END_RULES = frozenset({
@@ -377,7 +378,7 @@ class Follower:
         report = pipeline.correlate(digests, self.rules, self.found_diags, started=time.perf_counter(),
                                     job_id=self.opts.job_id, engine_name="follow", scanner=self.engine.scanner.name)
         if self.opts.redact:
-            from correlator.redact import redact_report
+            from correlator.report.redact import redact_report
 
             report = redact_report(report)
         return report

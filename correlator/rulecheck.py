@@ -17,10 +17,10 @@ from pathlib import Path
 import regex
 
 from correlator.errors import RuleError
-from correlator.extract import Engine, ExtractOptions, extract
+from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.model import Rule, SourceInfo
 from correlator.ruleset import builtin_rules_dir, check_references, load_rule_file, rule_files
-from correlator.timestamps import resolve_tz
+from correlator.extract.timestamps import resolve_tz
 
 #: strings a runaway pattern chokes on
 _ADVERSARIAL = ("a" * 20000, " " * 20000, "0" * 20000, "aA0 :-_/." * 2500, "=" * 20000, "x\t" * 10000)
@@ -123,7 +123,7 @@ def check_examples(rules: Sequence[Rule], scanner: str | None) -> list[Problem]:
 
 def check_patterns(rules: Sequence[Rule]) -> list[Problem]:
     problems: list[Problem] = []
-    from correlator.scan import HyperscanScanner, Pattern, hyperscan_available
+    from correlator.extract.scan import HyperscanScanner, Pattern, hyperscan_available
 
     for rule in rules:
         pats = [("any", i, p) for i, p in enumerate(rule.match.any)] + \
@@ -154,8 +154,8 @@ def check_combined_database(rules: Sequence[Rule]) -> list[Problem]:
     """Patterns that the one Hyperscan database of all rules misses on their own example lines
     (``scan._without_missed`` moves them to the keyword scanner, which costs a pass per keyword):
     a warning, to rewrite the pattern."""
-    from correlator.extract import Engine
-    from correlator.scan import hyperscan_available
+    from correlator.extract.extractor import Engine
+    from correlator.extract.scan import hyperscan_available
 
     if not hyperscan_available():
         return []

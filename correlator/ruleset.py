@@ -278,13 +278,13 @@ def _rules_cache_path(roots: Sequence[Path]) -> Path | None:
     (and this module's own), so a changed or added file is always read again."""
     import hashlib
 
-    from correlator.scan import _cache_dir
+    from correlator.cache import cache_dir
 
-    d = _cache_dir()
+    d = cache_dir()
     if d is None:
         return None
     h = hashlib.sha256(f"schema={SCHEMA};".encode())
-    model = Path(__file__).with_name("model.py")  # the pickled Rule's shape
+    model = Path(__file__).with_name("model") / "rules.py"  # the pickled Rule's shape
     try:
         for f in (Path(__file__), model):
             st = f.stat()

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from correlator.extract import Engine, ExtractOptions, extract
+from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.model import Digest, SourceInfo
 from correlator.ruleset import load_rules
-from correlator.scan import hyperscan_available
-from correlator.timestamps import resolve_tz
+from correlator.extract.scan import hyperscan_available
+from correlator.extract.timestamps import resolve_tz
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNERS = ["hyperscan", "regex"] if hyperscan_available() else ["regex"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from correlator.identity import compress_ranks
+from correlator.model import compress_ranks
 
 from correlator.model import (
     ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,

@@ -324,7 +324,7 @@ def test_a_workers_rank_comes_from_its_own_statements_not_from_digits_in_a_file_
     NCCL init line says rank 3; neither the host's digits nor the local rank is its global rank."""
     for names in (("node-gpu-a01.log", "node-gpu-a02.log"), ("node-ip-10-0-63-17.log", "node-ip-10-0-63-211.log"),
                   ("node-dgx-h100-03.log", "node-dgx-h100-04.log")):
-        from correlator.sources import _number_family
+        from correlator.extract.sources import _number_family
 
         assert _number_family([f"/x/{n}" for n in names]) == {}
         rep = run(engine, {names[0]: _node_file("gpu-a01", (0, 1), None), names[1]: _node_file("gpu-a02", (2, 3), 1)},

@@ -81,7 +81,7 @@ def test_class_case(case: Path) -> None:
 
 @pytest.mark.parametrize("case", [c for c in CASES if "node" in _expected(c)], ids=lambda c: c.name)
 def test_a_node_level_root_reads_as_the_node_in_every_format(case: Path) -> None:
-    from correlator.attribution.evidence import describe
+    from correlator.model.evidence import describe
     from correlator.report import RENDERERS, render
 
     report = analyze([str(case)], Options(tz="UTC", workers=1))

@@ -155,7 +155,7 @@ def pool_job(tmp_path_factory) -> Path:
 
 
 def test_plain_command_line_gives_the_report_of_the_typer_path(pool_job, tmp_path):
-    from correlator.engines import POOL_MIN_BYTES
+    from correlator.extract.engines import POOL_MIN_BYTES
 
     assert sum(p.stat().st_size for p in pool_job.iterdir()) >= POOL_MIN_BYTES
     runs = {
@@ -190,7 +190,7 @@ def test_early_extraction_of_files_that_changed_is_redone(pool_job, tmp_path):
     """Extraction started before the rules were loaded is thrown away when a file changed since."""
     import shutil
 
-    from correlator import engines
+    from correlator.extract import engines
     from correlator.pipeline import Options, analyze
 
     job = tmp_path / "job"
@@ -209,7 +209,7 @@ def test_early_extraction_of_files_that_changed_is_redone(pool_job, tmp_path):
 
 def test_nothing_is_read_early_from_a_fifo(pool_job, tmp_path):
     """A named pipe gives its bytes once: extraction is not started early when one is named."""
-    from correlator import engines
+    from correlator.extract import engines
 
     fifo = tmp_path / "live.log"
     os.mkfifo(fifo)

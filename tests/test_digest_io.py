@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from correlator import digest_io
-from correlator.digest_io import digest_from_arrow, digest_schema, digest_to_arrow
-from correlator.extract import ExtractOptions, extract
+from correlator.extract import digest_io
+from correlator.extract.digest_io import digest_from_arrow, digest_schema, digest_to_arrow
+from correlator.extract.extractor import ExtractOptions, extract
 from correlator.model import (
     Anchor, Diagnostic, Digest, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
 )
-from correlator.sources import identity_from_path
-from correlator.timestamps import resolve_tz
+from correlator.extract.sources import identity_from_path
+from correlator.extract.timestamps import resolve_tz
 
 from conftest import ROOT, digest_of
 from jobs import combined_srun, rank_lines

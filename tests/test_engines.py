@@ -20,15 +20,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from correlator import engines
-from correlator import extract as ex
-from correlator.extract import Engine, ExtractOptions, extract
+from correlator.extract import engines
+import correlator.extract.extractor as ex
+from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.model import SourceInfo
 from correlator.pipeline import Options, analyze
 from correlator.report import render
-from correlator.scan import hyperscan_available
-from correlator.sources import identity_from_path
-from correlator.timestamps import resolve_tz
+from correlator.extract.scan import hyperscan_available
+from correlator.extract.sources import identity_from_path
+from correlator.extract.timestamps import resolve_tz
 
 from conftest import ROOT
 from jobs import T0, combined_srun, glog, py, rank_lines
@@ -303,7 +303,7 @@ def test_line_start_captures_equal_the_multiline_findall(text):
 
 
 def test_batches_keep_order_and_cover_every_file():
-    from correlator.engines import _batches
+    from correlator.extract.engines import _batches
     from correlator.model import SourceInfo as S
 
     srcs = [S(path=f"f{i}", size=sz) for i, sz in enumerate([50 << 20, 1 << 20, 1 << 20, 3 << 20] + [1 << 20] * 200)]

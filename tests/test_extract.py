@@ -122,7 +122,7 @@ def test_look_ahead_reaches_across_buffers(engine):
 # --- head and tail windows: small for one writer, large for a combined stream -----------------------
 
 def _window_sizes(engine, text: str, monkeypatch) -> list[tuple[bool, int]]:
-    import correlator.extract as ex
+    import correlator.extract.extractor as ex
 
     seen: list[tuple[bool, int]] = []
     real = ex._window_facts
@@ -138,7 +138,7 @@ def _window_sizes(engine, text: str, monkeypatch) -> list[tuple[bool, int]]:
 
 
 def test_one_writers_file_gets_small_windows_a_combined_stream_large_ones(engine, monkeypatch):
-    import correlator.extract as ex
+    import correlator.extract.extractor as ex
 
     # a rank's own file: plain lines, and torchrun's [rank5]: tag on its stderr lines
     own = "".join(f"2026-03-02 14:{i // 60 % 60:02d}:{i % 60:02d},000 - train - INFO - step={i} loss=2.1\n"
@@ -177,7 +177,7 @@ def test_one_writers_file_gets_small_windows_a_combined_stream_large_ones(engine
 def test_regions_scanned_in_place_or_copied_give_the_same_digest(engine, chunk, in_place):
     """A region is scanned inside the buffer that also holds its look-back and look-ahead, or copied
     out when it is small beside them: the digest is the whole read's either way."""
-    import correlator.extract as ex
+    import correlator.extract.extractor as ex
 
     text = _text()
     whole = digest_of(engine, text)
@@ -198,7 +198,7 @@ def test_blocks_of_a_whole_file_give_the_whole_files_digest(engine, tmp_path_fac
     """A file read in one piece is scanned in line-aligned blocks (``_blocks``): any block size gives
     the digest of one block (matches, line numbers, windows, and where the first NUL and the first
     invalid UTF-8 byte are)."""
-    import correlator.extract as ex
+    import correlator.extract.extractor as ex
     from correlator.model import SourceInfo
 
     lines = _text().split("\n")
@@ -209,7 +209,7 @@ def test_blocks_of_a_whole_file_give_the_whole_files_digest(engine, tmp_path_fac
     path = tmp_path_factory.mktemp("blocks") / "rank-5.log"
     path.write_bytes(data)
     src = SourceInfo(path=str(path), kind="file", size=len(data))
-    from correlator.timestamps import resolve_tz
+    from correlator.extract.timestamps import resolve_tz
 
     opts = ex.ExtractOptions(tz=resolve_tz("UTC"))
     whole = ex.extract(src, engine, opts)

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from conftest import digest_of
 from correlator.errors import RuleError
 from correlator.model import Rule
-from correlator.prefixes import clean, frame_at, nccl_origin, rank_in_text, split_prefix, strip_ansi
+from correlator.extract.prefixes import clean, frame_at, nccl_origin, rank_in_text, split_prefix, strip_ansi
 from correlator.ruleset import load_rule_file, parse_rule
-from correlator.timestamps import StampParser, resolve_tz
+from correlator.extract.timestamps import StampParser, resolve_tz
 from jobs import combined_srun, rank_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,7 +298,7 @@ def test_catastrophic_user_rule_is_abandoned_with_one_diagnostic(tmp_path):
 
 
 def test_pattern_timeout_in_process(tmp_path):
-    from correlator.extract import Engine
+    from correlator.extract.extractor import Engine
     from correlator.ruleset import load_rules
 
     d = tmp_path / "slow"
@@ -320,7 +320,7 @@ NAME = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="
                                                          "slurm-42_7.out", "rank-3.log", "stderr.log", "error.json"])),
                       min_size=1, max_size=6))
 def test_identity_from_any_path(parts):
-    from correlator.sources import identity_from_path
+    from correlator.extract.sources import identity_from_path
 
     info = identity_from_path("/".join(parts))
     for v in (info.file_rank, info.file_local_rank, info.attempt):
@@ -330,7 +330,7 @@ def test_identity_from_any_path(parts):
 @FUZZ
 @given(names=st.lists(NAME, min_size=1, max_size=8, unique=True))
 def test_discover_odd_names(tmp_path_factory, names):
-    from correlator.sources import discover
+    from correlator.extract.sources import discover
 
     base = tmp_path_factory.mktemp("d")
     made = []

@@ -141,7 +141,8 @@ def test_hostile_folder_beside_a_real_job(tmp_path):
 
 
 def test_file_vanishing_between_discovery_and_reading(tmp_path, monkeypatch):
-    from correlator import pipeline, sources
+    from correlator import pipeline
+    from correlator.extract import sources
 
     (tmp_path / "slurm-4242.out").write_text(job_text())
     victim = tmp_path / "rank-3.log"
@@ -181,9 +182,9 @@ class _FailsAfter(io.RawIOBase):
 
 @pytest.mark.parametrize("err", [errno.EACCES, errno.EIO, errno.ESTALE])
 def test_read_failing_half_way_keeps_what_came_before(engine, err):
-    from correlator.extract import ExtractOptions, extract
+    from correlator.extract.extractor import ExtractOptions, extract
     from correlator.model import SourceInfo
-    from correlator.timestamps import resolve_tz
+    from correlator.extract.timestamps import resolve_tz
 
     text = job_text().encode()
     cut = text.index(b"Input/output error") + 200  # the failure is before the break
@@ -284,7 +285,7 @@ def test_unstamped_error_spam_costs_a_few_parses_per_line(engine, monkeypatch, p
     """A log of thousands of unstamped error lines (NCCL WARN spam, print-based training loops) once
     cost LOOK_LINES stamp parses per line (16 MiB: over 5 minutes); each line's search for the
     nearest stamps now continues where the previous line's stopped."""
-    from correlator import extract as ex
+    import correlator.extract.extractor as ex
 
     n = 5000
     data = "".join(f"{prefix}RuntimeError: CUDA out of memory. Tried {i}\n" for i in range(n)).encode()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from correlator.attribution import causal, hang, lifecycle, policy
-from correlator.attribution.events import Ev
-from correlator.attribution.evidence import HANG_KINDS, EvidenceKind, _TEXT, describe
-from correlator.attribution.verdict import attribute
+from correlator.correlate.attribution import causal, hang, lifecycle, policy
+from correlator.correlate.attribution.events import Ev
+from correlator.model.evidence import HANG_KINDS, EvidenceKind, _TEXT, describe
+from correlator.correlate.attribution.verdict import attribute
 from correlator.model import Match, MatchSpec, Role, Rule, Severity, StreamFacts, TimeKind, Verdict, Who
-from correlator.timestamps import NS
+from correlator.model import NS
 
 T0 = 1_772_460_000 * NS
 
@@ -154,7 +154,7 @@ def test_horovods_stall_report_names_the_ranks_it_lists():
 
 
 def test_the_strongest_evidence_decides():
-    from correlator.attribution.evidence import Clue
+    from correlator.model.evidence import Clue
 
     found = [Clue(EvidenceKind.OUTPUT_STOPPED, 4, "a"), Clue(EvidenceKind.MISSING_FROM_COLLECTIVE, 4, "b")]
     assert hang.strongest(found, 4) is EvidenceKind.MISSING_FROM_COLLECTIVE

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from correlator.prefixes import clean, frame_at, nccl_origin, rank_in_text, split_prefix
+from correlator.extract.prefixes import clean, frame_at, nccl_origin, rank_in_text, split_prefix
 
 
 @pytest.mark.parametrize(("line", "task", "local", "rank", "msg"), [

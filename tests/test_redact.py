@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from correlator.model import Diagnostic, Evidence, TimelineEvent
-from correlator.redact import MASK, redact, redact_report
+from correlator.report.redact import MASK, redact, redact_report
 from jobs import T0, combined_srun, py, rank_lines
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from correlator.extract import Engine
+from correlator.extract.extractor import Engine
 from correlator.rulecheck import check_examples, check_patterns, load_all, run_example
 from correlator.ruleset import load_rules
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from correlator.scan import HyperscanScanner, KeywordScanner, Pattern, hyperscan_available
+from correlator.extract.scan import HyperscanScanner, KeywordScanner, Pattern, hyperscan_available
 
 PATTERNS = [
     Pattern(0, r"Input/output error", ("Input/output error",)),
@@ -46,7 +46,7 @@ def test_hyperscan_finds_every_keyword_line(parts):
 # --- trimmed prefilter tails -----------------------------------------------------------------------
 
 def test_trim_tail_drops_what_may_match_nothing_and_keeps_a_repeat_minimum():
-    from correlator.scan import trim_tail
+    from correlator.extract.scan import trim_tail
 
     assert trim_tail(r"Error(?:: (?P<m>[^\n]*)|:?\s*)") == "Error"
     assert trim_tail(r"rank (\d+) of \d+") == r"rank (\d+) of \d"
@@ -64,7 +64,7 @@ def test_trimmed_prefilters_match_every_line_their_rules_match(rules):
     any rule, the trimmed one matches too (else Hyperscan would hide that line)."""
     import regex
 
-    from correlator.scan import _hs_regex
+    from correlator.extract.scan import _hs_regex
 
     lines = sorted({ln for r in rules for ex in r.examples for ln in ex.log.splitlines() if ln.strip()})
     trimmed = 0
@@ -81,7 +81,7 @@ def test_trimmed_prefilters_match_every_line_their_rules_match(rules):
 def test_a_rest_of_line_capture_is_reported_once_not_once_per_byte(rules):
     if not hyperscan_available():
         return
-    from correlator.extract import Engine
+    from correlator.extract.extractor import Engine
 
     eng = Engine(rules, "hyperscan")
     line = b"OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_1000/model.pt' " + b"x" * 400 + b"\n"

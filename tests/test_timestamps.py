@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from correlator.timestamps import NS, StampParser, resolve_tz
+from correlator.extract.timestamps import NS, StampParser, resolve_tz
 
 UTC = timezone.utc
 

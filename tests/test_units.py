@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from correlator.clocks import estimate
+from correlator.correlate.clocks import estimate
 from correlator.errors import RuleError
 from correlator.explain import explain
-from correlator.identity import compress_ranks, expand_ranks, short_host
+from correlator.correlate.identity import compress_ranks, expand_ranks, short_host
 from correlator.ruleset import load_rules, parse_rule
-from correlator.sources import discover, identity_from_path, open_source
+from correlator.extract.sources import discover, identity_from_path, open_source
 
 NS = 10**9
 

@@ -18,8 +18,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 
-from correlator.identity import compress_ranks
-from correlator.attribution.evidence import describe
+from correlator.model import compress_ranks
+from correlator.model.evidence import describe
 from correlator.model import SURVIVED_NOTE_END, UNDETERMINED_NOTE, Report, RootCause, TimelineEvent, Verdict
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out

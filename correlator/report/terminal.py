@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import textwrap
 
-from correlator.attribution.evidence import HANG_KINDS, ODD_COLLECTIVE_KINDS, EvidenceKind, describe
-from correlator.identity import expand_ranks
+from correlator.model.evidence import HANG_KINDS, ODD_COLLECTIVE_KINDS, EvidenceKind, describe
+from correlator.model import expand_ranks
 from correlator.model import UNDETERMINED_NOTE, Report, Verdict
 from correlator.report.markdown import survived_notes
 

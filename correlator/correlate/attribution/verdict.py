@@ -13,15 +13,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from correlator.attribution import causal, hang, lifecycle, policy
-from correlator.attribution.events import Ev, make_events, who_text
-from correlator.attribution.evidence import Clue, EvidenceKind as K
-from correlator.clocks import ClockEstimate
-from correlator.identity import compress_ranks
+from correlator.correlate.attribution import causal, hang, lifecycle, policy
+from correlator.correlate.attribution.events import Ev, make_events, who_text
+from correlator.model.evidence import Clue, EvidenceKind as K
+from correlator.correlate.clocks import ClockEstimate
+from correlator.model import compress_ranks
 from correlator.model import (
     Evidence, IdentityFact, Label, Match, Role, RootCause, Rule, StreamFacts, TimeKind, Verdict, Who, iso,
 )
-from correlator.timestamps import NS
+from correlator.model import NS
 
 #: collateral with one of these tags, after a normal end, can be shutdown chatter (a communicator
 #: closed, the store's server went away first); a peer's connection lost mid-collective (``peer-loss``

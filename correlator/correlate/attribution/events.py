@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from correlator.attribution import policy
-from correlator.clocks import ClockEstimate
+from correlator.correlate.attribution import policy
+from correlator.correlate.clocks import ClockEstimate, domain_of
 from correlator.model import Label, Match, Rule, TimeKind
 
 
@@ -43,15 +43,6 @@ class Ev:
         specific line and ordered by its first."""
         return Ev(self.m, self.rule, other.t, other.lo, self.hi, max(self.unc or 0, other.unc or 0), self.domain,
                   skew=self.skew)
-
-
-def domain_of(host: str | None, rank: int | None, path: str) -> str:
-    """The clock domain of a line: its host, else its rank, else its file."""
-    if host:
-        return host
-    if rank is not None:
-        return f"rank {rank}"
-    return path
 
 
 def make_events(matches: Sequence[Match], rules: dict[str, Rule], clocks: dict[str, ClockEstimate]) -> list[Ev]:

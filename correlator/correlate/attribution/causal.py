@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from correlator.attribution import policy
-from correlator.attribution.events import Ev
-from correlator.attribution.lifecycle import WORKER_EXIT_TAG
+from correlator.correlate.attribution import policy
+from correlator.correlate.attribution.events import Ev
+from correlator.correlate.attribution.lifecycle import WORKER_EXIT_TAG
 from correlator.model import Role, TimeKind, Who
 
 
@@ -329,7 +329,7 @@ def node_kill(evs: Sequence[Ev], ranks_of_host: dict[str, set[int]]) -> Wave | N
     """A launcher's one line for a whole node's tasks dying of one signal (srun's ``gpu-d04: tasks
     24-31: Killed``) when those tasks are the node's ranks (one task per rank): a node-level end of
     its own, which the node's ranks print nothing about."""
-    from correlator.identity import expand_ranks
+    from correlator.model import expand_ranks
 
     for e in evs:
         tasks = e.m.capture("tasks")

@@ -33,7 +33,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from correlator.extract import Engine, ExtractOptions, extract
+from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.model import Diagnostic, Digest, SourceInfo
 
 ENGINES = ("local", "dask")
@@ -311,7 +311,7 @@ def _splittable(s: SourceInfo, total: int, n: int) -> bool:
             magic = f.read(6)
     except OSError:
         return False
-    from correlator.sources import _sniff
+    from correlator.extract.sources import _sniff
 
     # worth it when the file is a big share of the job (otherwise whole files keep the cores busy)
     return _sniff(magic) == "file" and s.size * n >= total
@@ -334,7 +334,7 @@ _SPECULATION: tuple[tuple, EngineSpec, list[tuple[list[int], Future]]] | None = 
 
 def default_spec() -> EngineSpec:
     """The spec of ``correlate PATH...`` without options: built-in rules, any scanner, local zone."""
-    from correlator.timestamps import resolve_tz
+    from correlator.extract.timestamps import resolve_tz
 
     return EngineSpec((), True, None, ExtractOptions(tz=resolve_tz(None)))
 
@@ -342,7 +342,7 @@ def default_spec() -> EngineSpec:
 def _warm() -> None:
     tune_malloc()
     try:
-        from correlator.extract import warm_up
+        from correlator.extract.extractor import warm_up
 
         warm_up()
         build_engine(default_spec())
@@ -374,7 +374,7 @@ def speculate(inputs: list[str]) -> None:
     global _EARLY, _SPECULATION
     if _EARLY is not None or not hasattr(os, "fork"):
         return
-    from correlator.sources import discover
+    from correlator.extract.sources import discover
 
     try:
         srcs, _diags = discover(list(inputs))
@@ -492,7 +492,7 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
 
 def _dask_task(src: SourceInfo, spec: EngineSpec) -> bytes:
     """One source on a Dask worker: the worker process keeps its compiled engine between tasks."""
-    from correlator.digest_io import digest_to_arrow
+    from correlator.extract.digest_io import digest_to_arrow
 
     tune_malloc()
     return digest_to_arrow(_safe_extract(src, build_engine(spec), spec.opts))
@@ -500,7 +500,7 @@ def _dask_task(src: SourceInfo, spec: EngineSpec) -> bytes:
 
 def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | None,
              progress: Callable[[int, int], None] | None = None, n_workers: int | None = None) -> list[Digest]:
-    from correlator.digest_io import digest_from_arrow
+    from correlator.extract.digest_io import digest_from_arrow
 
     try:
         from dask.distributed import Client, LocalCluster, as_completed

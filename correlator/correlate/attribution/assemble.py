@@ -11,17 +11,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from correlator.attribution import policy
-from correlator.attribution.events import Ev, domain_of, fmt_delay
-from correlator.attribution.evidence import EvidenceKind
-from correlator.attribution.verdict import Outcome
-from correlator.clocks import ClockEstimate
-from correlator.identity import compress_ranks
+from correlator.correlate.attribution import policy
+from correlator.correlate.attribution.events import Ev, fmt_delay
+from correlator.correlate.clocks import domain_of
+from correlator.model.evidence import EvidenceKind
+from correlator.correlate.attribution.verdict import Outcome
+from correlator.correlate.clocks import ClockEstimate
+from correlator.model import compress_ranks
 from correlator.model import (
     ChainLink, ClockRow, CollateralItem, Evidence, Group, Label, RankRow, RankState, Role, RootCause, Rule,
     StreamFacts, TimelineEvent, Verdict, iso,
 )
-from correlator.timestamps import NS
+from correlator.model import NS
 
 
 def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:
@@ -116,7 +117,7 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
 
 
 def _expand(text: str) -> list[int]:
-    from correlator.identity import expand_ranks
+    from correlator.model import expand_ranks
 
     return expand_ranks(text) if text else []
 

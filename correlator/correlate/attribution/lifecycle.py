@@ -15,10 +15,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from correlator.attribution import policy
-from correlator.attribution.events import Ev
+from correlator.correlate.attribution import policy
+from correlator.correlate.attribution.events import Ev
 from correlator.model import SURVIVED_NOTE_END, IdentityFact, Role, StreamFacts, TimeKind, iso
-from correlator.timestamps import NS
+from correlator.model import NS
 
 #: rule tags the lifecycle reads
 COMPLETION_TAG = "completion"

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from correlator.attribution import policy
-from correlator.attribution.events import Ev, rank_list
-from correlator.attribution.evidence import Clue, EvidenceKind as K
-from correlator.attribution.lifecycle import Life
+from correlator.correlate.attribution import policy
+from correlator.correlate.attribution.events import Ev, rank_list
+from correlator.model.evidence import Clue, EvidenceKind as K
+from correlator.correlate.attribution.lifecycle import Life
 from correlator.model import Role, StreamFacts, TimeKind
-from correlator.timestamps import NS
+from correlator.model import NS
 
 
 @dataclass(frozen=True)

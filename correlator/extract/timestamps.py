@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
-NS = 1_000_000_000
+from correlator.model import NS
 _HALF_YEAR_NS = 183 * 86_400 * NS
 
 _MONTHS = {m: i for i, m in enumerate(

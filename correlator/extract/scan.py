@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from correlator.cache import cache_dir
+
 #: set to "regex" (or "fallback") to force the pure-Python scanner
 ENV_SCANNER = "CORRELATE_SCANNER"
 
@@ -329,19 +331,7 @@ class HyperscanScanner:
 # milliseconds. Databases are cached by a hash of everything that goes into them (patterns, ids,
 # flags, Hyperscan version, CPU), in ``$CORRELATE_CACHE`` or ``$XDG_CACHE_HOME/correlate`` or
 # ``~/.cache/correlate``; ``CORRELATE_CACHE=off`` disables the cache. A cache that cannot be read
-# or written is ignored: it only costs the compile.
-
-ENV_CACHE = "CORRELATE_CACHE"
-
-
-def _cache_dir() -> str | None:
-    where = os.environ.get(ENV_CACHE)
-    if where is not None and where.lower() in ("", "0", "off", "no", "false"):
-        return None
-    if where:
-        return where
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "correlate")
+# or written is ignored: it only costs the compile (``correlator.cache``).
 
 
 @functools.lru_cache(maxsize=1)
@@ -374,7 +364,7 @@ def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[in
 
 def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...]
                 ) -> tuple[object, tuple[int, ...]] | None:
-    d = _cache_dir()
+    d = cache_dir()
     if d is None or not exprs:
         return None
     path = os.path.join(d, f"hs-{_cache_key(exprs, ids, flags)}.db")
@@ -397,7 +387,7 @@ def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[i
 
 def _cache_store(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...], db: object,
                  rejected: Sequence[int]) -> None:
-    d = _cache_dir()
+    d = cache_dir()
     if d is None or not exprs:
         return
     try:

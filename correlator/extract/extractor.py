@@ -22,12 +22,12 @@ from datetime import tzinfo
 from correlator.model import (
     Anchor, Diagnostic, Digest, IdentityFact, Match, Role, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
 )
-from correlator.prefixes import (
+from correlator.extract.prefixes import (
     NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, ranks_in_text, split_prefix, strip_ansi,
 )
 from correlator.ruleset import PatternTimeout, RuleSet
-from correlator.scan import MAYBE_PREFIX, Pattern, Scanner, make_scanner
-from correlator.timestamps import NS, Parsed, StampParser
+from correlator.extract.scan import MAYBE_PREFIX, Pattern, Scanner, make_scanner
+from correlator.extract.timestamps import NS, Parsed, StampParser
 
 CHUNK_BYTES = 16 << 20
 #: a plain file up to this size is read in one piece (most one-file-per-rank logs): no cut, no
@@ -84,7 +84,7 @@ def _line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
     reaches over blank lines gives the same capture on the line holding the number)."""
     out: set[bytes] = set()
     if hyperscan:
-        from correlator.scan import window_finder
+        from correlator.extract.scan import window_finder
 
         finder = window_finder()
         if finder is not None:
@@ -176,7 +176,7 @@ class Engine:
         self.scanner: Scanner = make_scanner(patterns, scanner, probes=lambda: _probes(self.ruleset, patterns,
                                                                                     self.pattern_rule))
         if self.scanner.name == "hyperscan":
-            from correlator.scan import window_finder
+            from correlator.extract.scan import window_finder
 
             window_finder()  # built here, so that forked workers inherit it
 
@@ -892,7 +892,7 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
     window is not like that (the caller then runs the line-by-line loop)."""
     if getattr(state.engine.scanner, "name", "") != "hyperscan" or not data or b"\x1b" in data:
         return False
-    from correlator.scan import window_finder
+    from correlator.extract.scan import window_finder
 
     finder = window_finder()
     if finder is None:
@@ -1211,7 +1211,7 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
             stream: BinaryIO | None = None) -> Digest:
     """Read one source to the end and return its digest. Problems become diagnostics; never raises
     on the source's content. ``stream`` reads from an open binary stream instead of ``src.path``."""
-    from correlator.sources import open_source, text_probe
+    from correlator.extract.sources import open_source, text_probe
 
     opts = opts or ExtractOptions()
     state = _State(src, engine, opts)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from correlator.model import Digest, Match, StreamFacts, Who
+from correlator.model.ranks import compress_ranks, expand_ranks  # noqa: F401  (re-used here)
 
 
 @dataclass
@@ -317,36 +318,15 @@ def hosts_by_count(matches: Sequence[Match]) -> Counter[str]:
     return Counter(m.who.host for m in matches if m.who.host)
 
 
-def compress_ranks(ranks: Sequence[int]) -> str:
-    """``[0,1,2,3,5,7,8,9]`` -> ``"0-3,5,7-9"``."""
-    vals = sorted(set(ranks))
-    if not vals:
-        return ""
-    out = []
-    start = prev = vals[0]
-    for v in vals[1:]:
-        if v == prev + 1:
-            prev = v
-            continue
-        out.append(f"{start}-{prev}" if prev > start else str(start))
-        start = prev = v
-    out.append(f"{start}-{prev}" if prev > start else str(start))
-    return ",".join(out)
-
-
-def expand_ranks(text: str) -> list[int]:
-    """The inverse of ``compress_ranks`` (also reads SLURM's ``2,4-5``)."""
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        else:
-            out.append(int(part))
-    return out
-
-
 _ = defaultdict
+
+
+def known_ranks(matches: Sequence[Match], streams: Sequence[StreamFacts], imap: IdentityMap) -> set[int]:
+    known = {m.who.rank for m in matches if m.who.rank is not None}
+    known |= {s.who.rank for s in streams if s.who.rank is not None}
+    known |= set(imap.by_task_local.values()) | set(imap.host_of_rank)
+    if imap.world_size and imap.world_size <= 65536:
+        known |= set(range(imap.world_size))
+    if known and max(known) < 65536:
+        known |= set(range(max(known) + 1))  # global ranks are 0..N-1: one that never spoke is still a rank
+    return known

@@ -1,0 +1,128 @@
+"""The global stage over digests only: identities, clocks, attempts, attribution, the report.
+
+``correlate(digests, rules, diagnostics) -> Report`` is a short sequence of calls into the modules
+of this package; the job's facts (id, ranks, hosts, span, the launcher's own root-cause tables) and
+each attempt's verdict are assembled here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from correlator.correlate import accounting, attempts, attribution, clocks, identity
+from correlator.model import (
+    UNDETERMINED_NOTE, Diagnostic, Digest, IdentityFact, Report, Rule, Stats, compress_ranks, iso,
+)
+
+
+def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Sequence[Diagnostic] = (), *,
+              started: float | None = None, job_id: str | None = None, engine_name: str = "local",
+              scanner: str = "") -> Report:
+    """Name the root cause of the job whose sources these digests are."""
+    started = started if started is not None else time.perf_counter()
+    rules = {r.id: r for r in rule_list}
+    matches, streams, imap = identity.resolve_digests(digests)
+    all_diags = list(diags)
+    for d in digests:
+        all_diags.extend(d.diagnostics)
+    all_diags.extend(Diagnostic("info", None, n) for n in imap.notes)
+
+    alignment = clocks.align([a for d in digests for a in d.anchors], matches, imap)
+    all_diags.extend(alignment.diagnostics)
+    est = alignment.estimates
+    known = identity.known_ranks(matches, streams, imap)
+    split = attempts.split(matches, streams, rules)
+    matches, bounds = split.matches, split.bounds
+    facts = [f for d in digests for f in d.identities]
+    ranks_of_host: dict[str, set[int]] = {}
+    for r, h in imap.host_of_rank.items():
+        ranks_of_host.setdefault(h, set()).add(r)
+    per_attempt = []
+    if len(split.numbers) > 1:
+        for a in reversed(split.numbers):
+            ms = [m for m in matches if m.attempt in (a, None)]
+            ss = [s for s in streams if s.attempt in (a, None)]
+            o = attribution.attribute(ms, ss, rules, est, known, skew_note=alignment.note,
+                                      single_node=imap.single_node, inferred=imap.inferred_how, facts=facts,
+                                      ranks_of_host=ranks_of_host,
+                                      until_ns=bounds[a] if bounds and a < len(bounds) else None)
+            per_attempt.append((a, o))
+        out = per_attempt[0][1]
+    else:
+        out = attribution.attribute(matches, streams, rules, est, known, skew_note=alignment.note,
+                                    single_node=imap.single_node, inferred=imap.inferred_how, facts=facts,
+                                    ranks_of_host=ranks_of_host)
+    attribution.table_root(out, facts, rules)
+    if out.root is None:  # what kept the verdict from naming a rank, said where every format shows it
+        all_diags.extend(Diagnostic("info", None, f"{UNDETERMINED_NOTE}{w}") for w in out.why)
+    groups, chain, items = attribution.groups_and_chain(out)
+    tl = attribution.timeline(out)
+    rows = attribution.rank_rows(out, streams, known, est)
+    times = [t for s in streams for t in (s.first_ns, s.last_ns) if t is not None]
+    times += [m.time_ns for m in matches if m.time_ns is not None]
+    hosts = sorted({r.host for r in rows if r.host} | {m.who.host for m in matches if m.who.host})
+    job: dict[str, object] = {
+        "id": job_id_of(digests, job_id),
+        "ranks": len(known),
+        "hosts": hosts,
+        "start": iso(min(times)) if times else None,
+        "end": iso(max(times)) if times else None,
+        "procs_per_node": imap.procs_per_node,
+        "attempts": split.numbers,
+    }
+    tables = [f for f in facts if f.source == "failure-table" and f.is_root_entry]
+    if tables:
+        job["launcher_root_cause_tables"] = [
+            {"node": f.who.host, "rank": f.who.rank, "local_rank": f.who.local_rank, "exitcode": f.exitcode,
+             "time": iso(f.time_ns)} for f in tables]
+        note = _tables_disagree(tables, out.root.rank if out.root is not None else None)
+        if note and out.root is not None:
+            all_diags.append(Diagnostic("info", None, note))
+            out.root = replace(out.root, why=(*out.root.why, note))
+    attempt_rows = [{"attempt": a, "verdict": o.verdict.value, "rank": o.root.rank if o.root else None,
+                     "rule": o.root.rule if o.root else None, "time": o.root.time if o.root else None}
+                    for a, o in per_attempt]
+    stats = Stats(
+        sources=len(digests), bytes=sum(d.bytes_read for d in digests), lines=sum(d.lines for d in digests),
+        seconds=round(time.perf_counter() - started, 3), bytes_skipped=sum(d.bytes_skipped for d in digests),
+        lines_capped=sum(d.lines_capped for d in digests),
+        sources_unreadable=sum(1 for d in digests if any(x.level == "error" for x in d.diagnostics)),
+        matches=len(matches), engine=engine_name, scanner=scanner,
+        sources_skipped=accounting.sources_not_read(diags),
+        skipped=accounting.skip_accounting(diags, digests))
+    return Report(
+        verdict=out.verdict, root_cause=out.root, collateral=tuple(items), groups=tuple(groups),
+        timeline=tuple(tl), ranks=tuple(rows), clocks=tuple(attribution.clock_rows(est)),
+        diagnostics=tuple(accounting.dedupe(all_diags)), stats=stats, chain=tuple(chain), job=job,
+        attempts=tuple(attempt_rows))
+
+
+def _tables_disagree(tables: Sequence[IdentityFact], root_rank: int | None) -> str:
+    """A note when torchrun's own root-cause tables name other ranks than the verdict ("" if not)."""
+    named = sorted({f.who.rank for f in tables if f.who.rank is not None})
+    if root_rank is None or not named or root_rank in named:
+        return ""
+    return (f"torchrun's 'Root Cause (first observed failure)' tables name rank(s) "
+            f"{compress_ranks(named)}, not rank {root_rank}: each agent picks the earliest "
+            f"whole-second failure of its own node and cannot see the others")
+
+
+def job_id_of(digests: Sequence[Digest], given: str | None) -> str:
+    """The job's id: given, else from a SLURM output file's name, else from a line, else a hash of the paths."""
+    if given:
+        return given
+    for d in digests:
+        m = re.search(r"slurm-(\d+)", d.source.path)
+        if m:
+            return m.group(1)
+    for d in digests:
+        for m in d.matches:
+            j = m.capture("job_id") or m.capture("jobid")
+            if j:
+                return j.split(".")[0]
+    h = hashlib.sha1("\n".join(sorted(d.source.path for d in digests)).encode()).hexdigest()[:12]
+    return f"job-{h}"

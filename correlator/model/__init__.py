@@ -1,0 +1,33 @@
+"""Frozen value types passed between the stages, and the enums whose values come from rule files.
+
+The package owns the shapes of data and computes nothing beyond trivial derived properties; it
+imports nothing from the rest of ``correlator``. ``rules`` is what a rule file becomes, ``digest``
+what extraction hands on, ``report`` the verdict and everything rendered from it, ``evidence`` the
+kinds of evidence a verdict rests on (one wording for every renderer), ``ranks`` the rank-set
+notation. Everything is re-exported here: ``from correlator.model import Match``.
+"""
+
+from __future__ import annotations
+
+from correlator.model.digest import (
+    Anchor, Diagnostic, Digest, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
+)
+from correlator.model.ranks import compress_ranks, expand_ranks
+from correlator.model.report import (
+    SURVIVED_NOTE_END, UNDETERMINED_NOTE, ChainLink, ClockRow, CollateralItem, Evidence, ExitCode, Group, Label,
+    RankRow, RankState, Report, RootCause, Stats, TimelineEvent, Verdict, field_names, iso,
+)
+from correlator.model.rules import (
+    Domain, Example, MatchSpec, Phase, Related, Restart, Role, Rule, Scope, Severity, VersionNote, When,
+)
+
+#: nanoseconds per second: every time in the model is an int of UTC nanoseconds
+NS = 1_000_000_000
+
+__all__ = [
+    "NS", "Anchor", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
+    "Example", "ExitCode", "Group", "IdentityFact", "Label", "Match", "MatchSpec", "Phase", "RankRow", "RankState",
+    "Related", "Report", "Restart", "Role", "RootCause", "Rule", "Scope", "Severity", "SourceInfo", "Stats",
+    "StreamFacts", "SURVIVED_NOTE_END", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "Verdict", "VersionNote",
+    "When", "Who", "compress_ranks", "expand_ranks", "field_names", "iso",
+]

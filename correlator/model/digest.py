@@ -1,0 +1,145 @@
+"""What extraction hands to the correlation stage: one ``Digest`` per source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from correlator.model.rules import Role
+
+
+class TimeKind(StrEnum):
+    #: the line carried its own timestamp
+    OWN = "own"
+    #: taken from the nearest stamped line of the same rank; ``lo_ns``/``hi_ns`` bound it
+    INHERITED = "inherited"
+    #: no stamped line of the same stream before it: ordered by position only
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """One input stream and what its name and place tell about who wrote it."""
+
+    path: str
+    #: "file", "gzip", "zstd", "bz2", "xz", "stdin"
+    kind: str = "file"
+    size: int | None = None
+    #: rank from the file name (``rank-17.out``, ``slurm-1234_17.out``), if any
+    file_rank: int | None = None
+    #: local rank from a torchelastic ``attempt_N/<local_rank>/`` folder
+    file_local_rank: int | None = None
+    #: node from the path (``node-3/``, a host-named folder), if any
+    file_node: str | None = None
+    attempt: int | None = None
+    #: "stdout", "stderr", "error.json", or ""
+    stream: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Who:
+    """Identity of the process a line is about, as far as the line and its source say."""
+
+    rank: int | None = None
+    local_rank: int | None = None
+    #: srun task id (``12: `` prefix): a node's agent when torchrun runs under srun
+    task: int | None = None
+    host: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    rule_id: str
+    path: str
+    #: 1-based line number in the (decompressed) source
+    line: int
+    #: byte offset of the line in the source: orders events of one stream without clocks
+    offset: int
+    #: the message text (prefixes and ANSI removed, capped)
+    text: str
+    who: Who
+    time_ns: int | None
+    lo_ns: int | None
+    hi_ns: int | None
+    time_kind: TimeKind
+    captures: tuple[tuple[str, str], ...] = ()
+    context: tuple[str, ...] = ()
+    attempt: int | None = None
+    #: the zone was not in the stamp and was assumed (``--tz``)
+    tz_assumed: bool = False
+
+    def capture(self, name: str) -> str | None:
+        for key, value in self.captures:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFacts:
+    """What one writer (a rank, an agent, a plain stream) in one source did over time."""
+
+    who: Who
+    path: str
+    lines: int = 0
+    first_ns: int | None = None
+    last_ns: int | None = None
+    #: byte offset of its last line: orders output stops within one source
+    last_offset: int = 0
+    last_step: int | None = None
+    last_step_ns: int | None = None
+    attempt: int | None = None
+    #: byte offset of the line that gave ``last_step``: a failure of this writer before it, in the
+    #: same source, was followed by training progress (its lifecycle went on)
+    last_step_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """An instant that every rank logs at (nearly) the same true time: aligns host clocks."""
+
+    kind: str  # "step" | "seq"
+    key: str
+    who: Who
+    time_ns: int
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityFact:
+    """A statement in the logs that ties identities together (rank <-> host/local rank/pid)."""
+
+    who: Who
+    #: srun task / node that printed the statement (an agent's table names its own node's ranks)
+    origin_task: int | None = None
+    origin_path: str = ""
+    source: str = ""  # "nccl-init:<nranks>", "failure-table", "rendezvous", ...
+    #: for failure-table records: time, exit code, and whether it was the table's "Root Cause"
+    time_ns: int | None = None
+    exitcode: int | None = None
+    is_root_entry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    level: str  # "info" | "warning" | "error"
+    path: str | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """Everything the global stage needs from one source; small whatever the source's size."""
+
+    source: SourceInfo
+    matches: tuple[Match, ...] = ()
+    streams: tuple[StreamFacts, ...] = ()
+    anchors: tuple[Anchor, ...] = ()
+    identities: tuple[IdentityFact, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+    bytes_read: int = 0
+    lines: int = 0
+    bytes_skipped: int = 0
+    #: lines whose text was cut to the line cap (the rest of the line was still scanned)
+    lines_capped: int = 0

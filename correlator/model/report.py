@@ -1,0 +1,242 @@
+"""The report: the verdict, its evidence, the groups, the timeline, and the exit codes of the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import IntEnum, StrEnum
+
+from correlator.model.digest import Diagnostic, Match, TimeKind, Who
+from correlator.model.rules import Role, Severity
+
+
+class Verdict(StrEnum):
+    #: a rank's failure started the cascade
+    ROOT_CAUSE = "root_cause"
+    #: the job ended for a job-level reason (time limit, cancel, preemption) with no earlier failure
+    JOB_LEVEL = "job_level"
+    #: nothing failed
+    NO_FAILURE = "no_failure"
+    #: failures were seen but no rank can be named
+    UNDETERMINED = "undetermined"
+
+
+class RankState(StrEnum):
+    ROOT = "root"
+    COLLATERAL = "collateral"
+    #: logged nothing about the failure, and its output stopped early (a hang suspect)
+    SILENT = "silent"
+    HEALTHY = "healthy"
+    UNKNOWN = "unknown"
+
+
+class Label(StrEnum):
+    """The part an event plays in the causal chain."""
+
+    ROOT = "root"
+    COLLATERAL = "collateral"
+    TEARDOWN = "teardown"
+    JOB = "job"
+    CONTEXT = "context"
+    #: a second primary failure that the root does not explain
+    INDEPENDENT = "independent"
+
+
+class ExitCode(IntEnum):
+    #: analysis ran; the verdict is in the report (whatever it is)
+    OK = 0
+    #: the analysis ran and found a root cause or job-level end, and --fail-on-failure was given
+    FAILURE_FOUND = 1
+    #: bad usage or a broken rule file: nothing was analysed
+    USAGE = 2
+    #: no input could be read at all
+    NO_INPUT = 3
+    #: an internal error (a bug): please report it
+    INTERNAL = 70
+
+
+def iso(time_ns: int | None) -> str | None:
+    """UTC ISO-8601 with milliseconds and a ``Z``: the one time format of every output."""
+    if time_ns is None:
+        return None
+    dt = datetime.fromtimestamp(time_ns // 1_000_000_000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{(time_ns // 1_000_000) % 1000:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RootCause:
+    rank: int | None
+    host: str | None
+    local_rank: int | None
+    rule: str
+    title: str
+    category: str
+    severity: str
+    time: str | None
+    confidence: float
+    tie: tuple[int, ...]
+    evidence: tuple[Evidence, ...]
+    mechanism: str
+    fix: str
+    confirm: tuple[str, ...]
+    references: tuple[str, ...]
+    why: tuple[str, ...]
+    prevention: str = ""
+    #: which evidence decided: "primary", "signal-exit", "dump-pointer", "desync-report",
+    #: "missing-from-collective", "nccl-work-counters", "progress-stopped", "output-stopped",
+    #: "failure-table"
+    decided_by: str = "primary"
+    attempt: int | None = None
+    #: the root line's surroundings in its own stream: lines before, ``>> <the line>``, lines after
+    context: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CollateralItem:
+    rank: int | None
+    host: str | None
+    rule: str
+    time: str | None
+    after_root_s: float | None
+    path: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    rule: str
+    role: str
+    ranks: str
+    count: int
+    first: str | None
+    last: str | None
+    label: str = ""
+    #: delay of the group's first and last event after the root, seconds
+    first_after_s: float | None = None
+    last_after_s: float | None = None
+    title: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    #: clock-corrected UTC time (ISO-8601); ``time_kind`` says whether the line carried it
+    time: str | None
+    rank: int | None
+    host: str | None
+    rule: str
+    role: str
+    path: str
+    line: int
+    text: str
+    label: str = ""
+    time_kind: str = "own"
+    #: corrected time minus the root's, seconds
+    after_root_s: float | None = None
+    local_rank: int | None = None
+    attempt: int | None = None
+    #: position of this event in ``timeline``
+    id: int = 0
+    #: ``id`` of the event it follows from (collateral and teardown -> the root): the causal edges
+    caused_by: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One step of the causal chain: ``root -> cascade -> teardown``."""
+
+    stage: str  # "root" | "collateral" | "teardown" | "job"
+    rule: str
+    ranks: str
+    count: int
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    rank: int
+    host: str | None
+    local_rank: int | None
+    state: RankState
+    first_time: str | None
+    last_time: str | None
+    lines: int
+    last_step: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClockRow:
+    host: str
+    offset_s: float
+    residual_s: float
+    anchors: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    sources: int
+    bytes: int
+    lines: int
+    seconds: float
+    bytes_skipped: int = 0
+    lines_capped: int = 0
+    sources_unreadable: int = 0
+    matches: int = 0
+    engine: str = "local"
+    scanner: str = ""
+    #: inputs passed over without being read (missing, not a log, not a regular file, unreadable)
+    sources_skipped: int = 0
+    #: why inputs, bytes or lines were passed over or altered, by reason (``binary``, ``empty``,
+    #: ``truncated``, ``not-a-log``, ``nul-bytes``, ...): ``{"sources": n, "bytes": b, "lines": l}``
+    skipped: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    verdict: Verdict
+    root_cause: RootCause | None
+    collateral: tuple[CollateralItem, ...]
+    groups: tuple[Group, ...]
+    timeline: tuple[TimelineEvent, ...]
+    ranks: tuple[RankRow, ...]
+    clocks: tuple[ClockRow, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    stats: Stats
+    chain: tuple[ChainLink, ...] = ()
+    #: job facts: ``id`` (str), ``ranks`` (int), ``hosts`` (list[str]), ``start``/``end`` (ISO-8601 of
+    #: the first/last stamp seen), ``procs_per_node`` (int|None), ``attempts`` (list[int]), and when
+    #: torchrun printed failure tables ``launcher_root_cause_tables`` (list of {node, rank, local_rank,
+    #: exitcode, time}: each node agent's "Root Cause (first observed failure)")
+    job: dict[str, object] = field(default_factory=dict)
+    #: one verdict per torchelastic attempt when there were restarts (last attempt first), each
+    #: {attempt: int, verdict: str, rank: int|None, rule: str|None, time: str|None}
+    attempts: tuple[dict[str, object], ...] = ()
+    schema: str = "correlate.report/1"
+
+
+#: the start of a report diagnostic that says why no root cause was named (the renderers show them
+#: with the "undetermined" verdict)
+UNDETERMINED_NOTE = "no root cause named: "
+#: how such a note about a failure its rank went on from ends (the renderers list them under a
+#: no-failure verdict too)
+SURVIVED_NOTE_END = "(the failure was caught and survived)"
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names, computed once per class (the report walkers visit ~200,000
+    values for a 4096-rank job)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        import dataclasses
+
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
