@@ -31,7 +31,7 @@ from correlator import pipeline
 from correlator.extract import sources
 from correlator.extract.extractor import KEEP_FIRST, KEEP_LAST, Engine, ExtractOptions, extract
 from correlator.model import (
-    Anchor, Diagnostic, Digest, IdentityFact, Match, Report, Rule, SourceInfo, StreamFacts, Verdict,
+    Anchor, DiagCode, Diagnostic, Digest, IdentityFact, Match, Report, Rule, SourceInfo, StreamFacts, Verdict,
 )
 from correlator.extract.timestamps import resolve_tz
 
@@ -180,7 +180,8 @@ class _Source:
         matches.sort(key=lambda m: m.offset)
         diags = list(self.diags.values())
         for rule_id, n in sorted(self.dropped.items()):
-            diags.append(Diagnostic("info", self.src.path, f"{n} more matches of {rule_id} not kept (first and last kept)"))
+            diags.append(Diagnostic("info", self.src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
+                                    DiagCode.MATCHES_NOT_KEPT, n))
         anchors = list(self.anchors_first.values()) + list(self.anchors_recent.values())
         return Digest(self.src, tuple(matches), tuple(self.streams.values()), tuple(anchors),
                       tuple(self.identities), tuple(diags), self.bytes_read, self.lines + self.partial,
@@ -267,7 +268,8 @@ class Follower:
         size, dev_ino = info.st_size, (info.st_dev, info.st_ino)
         if st.dev_ino is not None and (dev_ino != st.dev_ino or size < st.offset):
             st.reset()  # replaced or truncated (log rotation, a restarted job): read it again
-            st.diags["restart"] = Diagnostic("info", path, "replaced or truncated while followed: read again")
+            st.diags["restart"] = Diagnostic("info", path, "replaced or truncated while followed: read again",
+                                              DiagCode.FOLLOW_RESTART)
         st.dev_ino = dev_ino
         if size == st.size_seen and not (final and st.offset < size):
             return False
@@ -277,7 +279,7 @@ class Follower:
                 with open(path, "rb") as f:
                     head = f.read(8)
             except OSError as e:
-                st.diags["open"] = Diagnostic("error", path, f"cannot open: {e.strerror or e}")
+                st.diags["open"] = Diagnostic("error", path, f"cannot open: {e.strerror or e}", DiagCode.UNREADABLE)
                 return True
             st.whole = sources._sniff(head) != "file" or st.src.stream == "error.json"
         if st.binary:
@@ -301,7 +303,7 @@ class Follower:
             start = _look_back_start(path, st.offset)
             stream = io.BufferedReader(_Window(path, start, end), buffer_size=1 << 20)
         except OSError as e:
-            st.diags["open"] = Diagnostic("error", path, f"cannot open: {e.strerror or e}")
+            st.diags["open"] = Diagnostic("error", path, f"cannot open: {e.strerror or e}", DiagCode.UNREADABLE)
             return True
         back = st.offset - start
         back_lines = 0
@@ -310,7 +312,7 @@ class Follower:
                 f.seek(start)
                 back_lines = f.read(back).count(b"\n")
         d = extract(replace(st.src, size=end - start), self.engine, self.xopts, stream=stream)
-        if any(x.message.startswith("looks binary") for x in d.diagnostics):
+        if any(x.code is DiagCode.BINARY for x in d.diagnostics):
             st.binary = True
         st.add(d, back, back_lines, start, st.lines - back_lines, whole=False)
         st.bytes_read += max(0, d.bytes_read - back)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from correlator.correlate.identity import IdentityMap, resolve
-from correlator.model import NS, Anchor, Diagnostic, Match, TimeKind
+from correlator.model import NS, Anchor, DiagCode, Diagnostic, Match, TimeKind
 
 #: an anchor key seen on fewer domains than this says nothing about skew
 MIN_DOMAINS = 2
@@ -119,7 +119,7 @@ def align(anchors: Sequence[Anchor], matches: Sequence[Match], imap: IdentityMap
         unanchored = sorted(domains - set(est))
         if unanchored:
             diags.append(Diagnostic("info", None, f"no clock anchors for {', '.join(unanchored[:8])}: "
-                                                  f"their clocks are not corrected"))
+                                                  f"their clocks are not corrected", DiagCode.CLOCKS_UNANCHORED))
     elif len(domains) >= 2:
         note = (f"{len(domains)} hosts, but no shared anchors (steps or collectives logged by all) to "
                 f"align their clocks: cross-host order assumes synchronised clocks")

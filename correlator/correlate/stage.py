@@ -15,7 +15,8 @@ from dataclasses import replace
 
 from correlator.correlate import accounting, attempts, attribution, clocks, identity
 from correlator.model import (
-    UNDETERMINED_NOTE, Diagnostic, Digest, IdentityFact, Report, Rule, Stats, compress_ranks, iso,
+    UNDETERMINED_NOTE, DiagCode, Diagnostic, Digest, IdentityFact, Report, Rule, Stats, SurvivedNote, TornDownNote,
+    compress_ranks, iso,
 )
 
 
@@ -29,7 +30,7 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     all_diags = list(diags)
     for d in digests:
         all_diags.extend(d.diagnostics)
-    all_diags.extend(Diagnostic("info", None, n) for n in imap.notes)
+    all_diags.extend(Diagnostic("info", None, n, DiagCode.IDENTITY) for n in imap.notes)
 
     alignment = clocks.align([a for d in digests for a in d.anchors], matches, imap)
     all_diags.extend(alignment.diagnostics)
@@ -58,7 +59,7 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
                                     ranks_of_host=ranks_of_host)
     attribution.table_root(out, facts, rules)
     if out.root is None:  # what kept the verdict from naming a rank, said where every format shows it
-        all_diags.extend(Diagnostic("info", None, f"{UNDETERMINED_NOTE}{w}") for w in out.why)
+        all_diags.extend(Diagnostic("info", None, f"{UNDETERMINED_NOTE}{w}", _verdict_code(w)) for w in out.why)
     groups, chain, items = attribution.groups_and_chain(out)
     tl = attribution.timeline(out)
     rows = attribution.rank_rows(out, streams, known, est)
@@ -81,7 +82,7 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
              "time": iso(f.time_ns)} for f in tables]
         note = _tables_disagree(tables, out.root.rank if out.root is not None else None)
         if note and out.root is not None:
-            all_diags.append(Diagnostic("info", None, note))
+            all_diags.append(Diagnostic("info", None, note, DiagCode.TABLES_DISAGREE))
             out.root = replace(out.root, why=(*out.root.why, note))
     attempt_rows = [{"attempt": a, "verdict": o.verdict.value, "rank": o.root.rank if o.root else None,
                      "rule": o.root.rule if o.root else None, "time": o.root.time if o.root else None}
@@ -99,6 +100,14 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         timeline=tuple(tl), ranks=tuple(rows), clocks=tuple(attribution.clock_rows(est)),
         diagnostics=tuple(accounting.dedupe(all_diags)), stats=stats, chain=tuple(chain), job=job,
         attempts=tuple(attempt_rows))
+
+
+def _verdict_code(why: str) -> DiagCode:
+    if isinstance(why, SurvivedNote):
+        return DiagCode.VERDICT_SURVIVED
+    if isinstance(why, TornDownNote):
+        return DiagCode.VERDICT_TORN_DOWN
+    return DiagCode.VERDICT_REASON
 
 
 def _tables_disagree(tables: Sequence[IdentityFact], root_rank: int | None) -> str:

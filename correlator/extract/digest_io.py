@@ -20,7 +20,7 @@ with one row; every column is one field of ``Digest``, nested types follow ``cor
     anchors      list<struct<kind: string, key: string, who: Who, time_ns: int64, path: string>>
     identities   list<struct<who: Who, origin_task: int64?, origin_path: string, source: string,
                              time_ns: int64?, exitcode: int64?, is_root_entry: bool>>
-    diagnostics  list<struct<level: string, path: string?, message: string>>
+    diagnostics  list<struct<level: string, path: string?, message: string, code: string, count: int64>>
     bytes_read, lines, bytes_skipped, lines_capped: int64
 
     Who = struct<rank: int64?, local_rank: int64?, task: int64?, host: string?, pid: int64?>

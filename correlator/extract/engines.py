@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from correlator.extract.extractor import Engine, ExtractOptions, extract
-from correlator.model import Diagnostic, Digest, SourceInfo
+from correlator.model import DiagCode, Diagnostic, Digest, SourceInfo
 
 ENGINES = ("local", "dask")
 
@@ -130,11 +130,12 @@ def _safe_extract(src: SourceInfo, engine: Engine, opts: ExtractOptions) -> Dige
     try:
         return extract(src, engine, opts)
     except MemoryError:
-        return Digest(src, diagnostics=(Diagnostic("error", src.path, "out of memory while reading: skipped"),))
+        return Digest(src, diagnostics=(Diagnostic("error", src.path, "out of memory while reading: skipped",
+                                                        DiagCode.OUT_OF_MEMORY),))
     except Exception as e:  # noqa: BLE001 - one bad source must not sink the job; said in the report
         return Digest(src, diagnostics=(Diagnostic(
             "error", src.path, f"internal error while reading ({type(e).__name__}: {e}); the rest was analysed; "
-                               f"please report this"),))
+                               f"please report this", DiagCode.INTERNAL_ERROR),))
 
 
 def _worker_engine(spec: EngineSpec | None) -> tuple[Engine, ExtractOptions]:

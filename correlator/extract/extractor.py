@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 
 from correlator.model import (
-    Anchor, Diagnostic, Digest, IdentityFact, Match, Role, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
+    Anchor, DiagCode, Diagnostic, Digest, IdentityFact, Match, Role, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
 )
 from correlator.extract.prefixes import (
     NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, ranks_in_text, split_prefix, strip_ansi,
@@ -1196,7 +1196,7 @@ def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:
             stack = str(extra.get("py_callstack", ""))
             ts = extra.get("timestamp")
     except (ValueError, KeyError, TypeError, AttributeError):
-        return raw, Diagnostic("info", src.path, "error file is not torchelastic's JSON: read as text")
+        return raw, Diagnostic("info", src.path, "error file is not torchelastic's JSON: read as text", DiagCode.ERROR_FILE_AS_TEXT)
     stamp = ""
     if ts is not None and str(ts).isdecimal():
         from datetime import datetime, timezone
@@ -1226,7 +1226,7 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
         else:
             kind = "memory"
     except OSError as e:
-        return Digest(src, diagnostics=(Diagnostic("error", src.path, f"cannot open: {e.strerror or e}"),))
+        return Digest(src, diagnostics=(Diagnostic("error", src.path, f"cannot open: {e.strerror or e}", DiagCode.UNREADABLE),))
     keep = b""
     keep_line = 1
     tail = b""
@@ -1256,7 +1256,8 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
                     first = False
                     if not text_probe(chunk[:8192]):
                         state.diags.append(Diagnostic("warning", src.path,
-                                                      "looks binary, not a text log: skipped (pass a text log)"))
+                                                      "looks binary, not a text log: skipped (pass a text log)",
+                                                      DiagCode.BINARY))
                         rest = (src.size or 0) - len(chunk) if src.kind == "file" else 0
                         skipped += len(chunk) + max(0, rest)  # not read: a device never ends
                         total = skipped
@@ -1317,28 +1318,30 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
         state.diags.append(Diagnostic(
             "error", src.path,
             f"{'truncated or corrupt ' + what + ' stream' if what else 'read error'} after {offset + len(carry)} "
-            f"bytes ({reason}); what came before was analysed, the rest is lost"))
+            f"bytes ({reason}); what came before was analysed, the rest is lost",
+            DiagCode.TRUNCATED if what else DiagCode.READ_ERROR))
         if carry:
             keep_line, keep, tail, head_done = _process_region(
                 state, carry + b"\n", keep, keep_line, offset, tail, writers, anchors, head_done)
             offset += len(carry)
     if total == 0 and not any(d.level == "error" for d in state.diags):
-        state.diags.append(Diagnostic("info", src.path, "empty: nothing to read"))
+        state.diags.append(Diagnostic("info", src.path, "empty: nothing to read", DiagCode.EMPTY))
     for rule_id, (n, first_line) in sorted(state.timeouts.items()):
         dropped = f"; after {MAX_TIMEOUTS} such lines the rule was not tried again in this source" if n >= MAX_TIMEOUTS else ""
         state.diags.append(Diagnostic(
             "warning", src.path,
             f"rule {rule_id}: its pattern ran longer than the time limit on {n} line(s) (first: line {first_line}) "
-            f"and was abandoned there{dropped} (a catastrophic pattern? check it with 'correlate rules check')"))
+            f"and was abandoned there{dropped} (a catastrophic pattern? check it with 'correlate rules check')",
+            DiagCode.RULE_TIMEOUT, n))
     if state.nul_bytes:
         state.diags.append(Diagnostic(
             "warning", src.path,
             f"{state.nul_bytes} NUL byte(s) (first at byte {state.first_nul}) removed from the text: runs of NULs are "
             f"what a file system leaves where a writer's blocks never reached the disk (a node that died, a file "
-            f"truncated under its writer)"))
+            f"truncated under its writer)", DiagCode.NUL_BYTES, state.nul_bytes))
     if state.bad_utf8_at is not None:
         state.diags.append(Diagnostic("info", src.path, f"invalid UTF-8 (first at byte {state.bad_utf8_at}): "
-                                                        f"such bytes are shown as U+FFFD"))
+                                                        f"such bytes are shown as U+FFFD", DiagCode.INVALID_UTF8))
     if not head_done:
         _flush_head(state, writers, anchors)
     if tail:
@@ -1354,16 +1357,20 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
     for kept in state.tail_keep.values():
         matches.extend(kept)
     for rule_id, n in sorted(state.dropped.items()):
-        state.diags.append(Diagnostic("info", src.path, f"{n} more matches of {rule_id} not kept (first and last kept)"))
+        state.diags.append(Diagnostic("info", src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
+                                      DiagCode.MATCHES_NOT_KEPT, n))
     if state.lines_capped:
         state.diags.append(Diagnostic("warning", src.path,
                                       f"{state.lines_capped} line(s) longer than {MAX_LINE_BYTES >> 20} MiB: "
-                                      f"scanned, but cut for matching and display"))
+                                      f"scanned, but cut for matching and display", DiagCode.LONG_LINES_CUT,
+                                      state.lines_capped))
     matches.sort(key=lambda m: m.offset)
     if state.tz_assumed:
-        state.diags.append(Diagnostic("info", src.path, "timestamps without a zone: read as local time of the analysis zone (--tz)"))
+        state.diags.append(Diagnostic("info", src.path, "timestamps without a zone: read as local time of the analysis zone (--tz)",
+                                      DiagCode.TIME_ASSUMED))
     if state.year_inferred:
-        state.diags.append(Diagnostic("info", src.path, "timestamps without a year (glog/syslog): year inferred from the file's other stamps or its modification time"))
+        state.diags.append(Diagnostic("info", src.path, "timestamps without a year (glog/syslog): year inferred from the file's other stamps or its modification time",
+                                      DiagCode.TIME_ASSUMED))
     return Digest(src, tuple(matches), tuple(streams), tuple(anchors.values()), tuple(state.identities),
                   tuple(state.diags), total, lines_total, skipped, state.lines_capped)
 

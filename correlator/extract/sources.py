@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
-from correlator.model import Diagnostic, SourceInfo
+from correlator.model import DiagCode, Diagnostic, SourceInfo
 
 #: file endings that are never logs: reading them would match their prose (a README quoting an error)
 NOT_LOGS = frozenset({
@@ -126,7 +126,7 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
     unnamed: set[str] = set()
 
     def walk_error(e: OSError) -> None:
-        diags.append(Diagnostic("error", e.filename, f"cannot read folder: {e.strerror or e}"))
+        diags.append(Diagnostic("error", e.filename, f"cannot read folder: {e.strerror or e}", DiagCode.UNREADABLE))
 
     def add(path: str) -> None:
         real = os.path.realpath(path)
@@ -145,11 +145,13 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
                 try:
                     st = os.stat(root)
                 except OSError as e:  # vanished or lost permission while walking
-                    diags.append(Diagnostic("error", root, f"cannot read folder: {e.strerror or e}"))
+                    diags.append(Diagnostic("error", root, f"cannot read folder: {e.strerror or e}",
+                                           DiagCode.UNREADABLE))
                     dirs[:] = []
                     continue
                 if (st.st_dev, st.st_ino) in visited:  # a symlink loop: do not descend again
-                    diags.append(Diagnostic("warning", root, "symlink loop: folder already read, not descended again"))
+                    diags.append(Diagnostic("warning", root, "symlink loop: folder already read, not descended again",
+                                           DiagCode.SYMLINK_LOOP))
                     dirs[:] = []
                     continue
                 visited.add((st.st_dev, st.st_ino))
@@ -158,22 +160,24 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
                     add(os.path.join(root, f))
                     unnamed.add(os.path.join(root, f))
                 if len(found) > MAX_FILES:
-                    diags.append(Diagnostic("error", item, f"more than {MAX_FILES} files: stopped walking"))
+                    diags.append(Diagnostic("error", item, f"more than {MAX_FILES} files: stopped walking",
+                                           DiagCode.TOO_MANY_FILES))
                     break
         elif os.path.exists(item) or os.path.islink(item):
             add(item)
         elif any(c in item for c in "*?["):
             hits = sorted(glob.glob(item, recursive=True))
             if not hits:
-                diags.append(Diagnostic("warning", item, "no file matches this pattern"))
+                diags.append(Diagnostic("warning", item, "no file matches this pattern", DiagCode.PATTERN_MATCHED_NOTHING))
             for h in hits:
                 if os.path.isdir(h):
-                    diags.append(Diagnostic("info", h, "folder matched by a pattern: pass it by name to read it"))
+                    diags.append(Diagnostic("info", h, "folder matched by a pattern: pass it by name to read it",
+                                           DiagCode.FOLDER_BY_PATTERN))
                 else:
                     add(h)
                     unnamed.add(h)
         else:
-            diags.append(Diagnostic("error", item, "no such file or folder"))
+            diags.append(Diagnostic("error", item, "no such file or folder", DiagCode.MISSING))
 
     sources: list[SourceInfo] = []
     ranks_by_family = _number_family([p for p in found if p != "-"])
@@ -184,28 +188,32 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
         suffix = _base_name(Path(path).name.lower())
         ext = os.path.splitext(suffix)[1]
         if not all_files and ext in NOT_LOGS:
-            diags.append(Diagnostic("info", path, f"not a log ({ext} file): skipped; pass --all-files to read it"))
+            diags.append(Diagnostic("info", path, f"not a log ({ext} file): skipped; pass --all-files to read it",
+                                   DiagCode.NOT_A_LOG))
             continue
         if ext == ".json" and not Path(path).name.startswith("error"):
             if not all_files:
-                diags.append(Diagnostic("info", path, "not a log (.json file): skipped; pass --all-files to read it"))
+                diags.append(Diagnostic("info", path, "not a log (.json file): skipped; pass --all-files to read it",
+                                       DiagCode.NOT_A_LOG))
                 continue
         info = identity_from_path(path)
         if os.path.islink(path) and not os.path.exists(path):
-            diags.append(Diagnostic("error", path, "broken symbolic link: its target does not exist"))
+            diags.append(Diagnostic("error", path, "broken symbolic link: its target does not exist", DiagCode.MISSING))
             continue
         try:
             st = os.stat(path)
         except OSError as e:
-            diags.append(Diagnostic("error", path, f"cannot read: {e.strerror or e}"))
+            diags.append(Diagnostic("error", path, f"cannot read: {e.strerror or e}", DiagCode.UNREADABLE))
             continue
         if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):  # /dev/zero never ends, even when named
-            diags.append(Diagnostic("warning", path, "not a regular file (a device): skipped; pipe it in with - if meant"))
+            diags.append(Diagnostic("warning", path, "not a regular file (a device): skipped; pipe it in with - if meant",
+                                   DiagCode.NOT_A_REGULAR_FILE))
             continue
         if path in unnamed and not stat.S_ISREG(st.st_mode):
             # a FIFO would block the run until someone writes to it (named ones are read: <(...) is one)
             what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket"
-            diags.append(Diagnostic("warning", path, f"not a regular file ({what}): skipped; pass it by name to read it"))
+            diags.append(Diagnostic("warning", path, f"not a regular file ({what}): skipped; pass it by name to read it",
+                                   DiagCode.NOT_A_REGULAR_FILE))
             continue
         size = st.st_size
         if info.file_rank is None and info.file_local_rank is None and path in ranks_by_family:

@@ -10,12 +10,13 @@ notation. Everything is re-exported here: ``from correlator.model import Match``
 from __future__ import annotations
 
 from correlator.model.digest import (
-    Anchor, Diagnostic, Digest, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
+    Anchor, DiagCode, Diagnostic, Digest, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
 )
 from correlator.model.ranks import compress_ranks, expand_ranks
 from correlator.model.report import (
     SURVIVED_NOTE_END, UNDETERMINED_NOTE, ChainLink, ClockRow, CollateralItem, Evidence, ExitCode, Group, Label,
-    RankRow, RankState, Report, RootCause, Stats, TimelineEvent, Verdict, field_names, iso,
+    RankRow, RankState, Report, RootCause, Stats, SurvivedNote, TimelineEvent, TornDownNote, Verdict, field_names,
+    iso,
 )
 from correlator.model.rules import (
     Domain, Example, MatchSpec, Phase, Related, Restart, Role, Rule, Scope, Severity, VersionNote, When,
@@ -25,9 +26,9 @@ from correlator.model.rules import (
 NS = 1_000_000_000
 
 __all__ = [
-    "NS", "Anchor", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
+    "NS", "Anchor", "DiagCode", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
     "Example", "ExitCode", "Group", "IdentityFact", "Label", "Match", "MatchSpec", "Phase", "RankRow", "RankState",
     "Related", "Report", "Restart", "Role", "RootCause", "Rule", "Scope", "Severity", "SourceInfo", "Stats",
-    "StreamFacts", "SURVIVED_NOTE_END", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "Verdict", "VersionNote",
+    "StreamFacts", "SURVIVED_NOTE_END", "SurvivedNote", "TornDownNote", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "Verdict", "VersionNote",
     "When", "Who", "compress_ranks", "expand_ranks", "field_names", "iso",
 ]

@@ -121,11 +121,63 @@ class IdentityFact:
     is_root_entry: bool = False
 
 
+class DiagCode(StrEnum):
+    """What a diagnostic is about. Behaviour keys on the code, never on the message's wording; the
+    values of the codes that count as input not read or altered are the keys of ``Stats.skipped``."""
+
+    #: a note for the reader with no other meaning
+    NOTE = "note"
+    MISSING = "missing"
+    UNREADABLE = "unreadable"
+    NOT_A_LOG = "not-a-log"
+    NOT_A_REGULAR_FILE = "not-a-regular-file"
+    PATTERN_MATCHED_NOTHING = "pattern-matched-nothing"
+    FOLDER_BY_PATTERN = "folder-by-pattern"
+    SYMLINK_LOOP = "symlink-loop"
+    TOO_MANY_FILES = "too-many-files"
+    BINARY = "binary"
+    EMPTY = "empty"
+    TRUNCATED = "truncated"
+    READ_ERROR = "read-error"
+    INTERNAL_ERROR = "internal-error"
+    OUT_OF_MEMORY = "out-of-memory"
+    #: ``count`` NUL bytes were removed
+    NUL_BYTES = "nul-bytes"
+    INVALID_UTF8 = "invalid-utf8"
+    #: ``count`` lines were longer than the cap and cut for matching
+    LONG_LINES_CUT = "long-lines-cut"
+    #: a rule's pattern hit the time limit
+    RULE_TIMEOUT = "rule-timeout"
+    #: ``count`` more matches of one rule were not kept
+    MATCHES_NOT_KEPT = "matches-not-kept"
+    #: what was assumed to read the stamps (zone, year)
+    TIME_ASSUMED = "time-assumed"
+    #: an error file that is not torchelastic's JSON
+    ERROR_FILE_AS_TEXT = "error-file-as-text"
+    #: how identities were joined or inferred
+    IDENTITY = "identity"
+    #: hosts whose clocks could not be corrected
+    CLOCKS_UNANCHORED = "clocks-unanchored"
+    #: torchrun's root-cause tables name other ranks than the verdict
+    TABLES_DISAGREE = "tables-disagree"
+    #: why the verdict names no rank (one reason a diagnostic)
+    VERDICT_REASON = "verdict-reason"
+    #: a failure the ranks went on from (caught and survived): why it is not the root
+    VERDICT_SURVIVED = "verdict-survived"
+    #: the launcher tore the job down, and no failure was found
+    VERDICT_TORN_DOWN = "verdict-torn-down"
+    #: a followed file was replaced or truncated
+    FOLLOW_RESTART = "follow-restart"
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     level: str  # "info" | "warning" | "error"
     path: str | None
     message: str
+    code: DiagCode = DiagCode.NOTE
+    #: the number the code is about (NUL bytes removed, lines cut, matches not kept), else 0
+    count: int = 0
 
 
 @dataclass(frozen=True, slots=True)

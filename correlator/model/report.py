@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import IntEnum, StrEnum
 
-from correlator.model.digest import Diagnostic, Match, TimeKind, Who
+from correlator.model.digest import DiagCode, Diagnostic, Match, TimeKind, Who
 from correlator.model.rules import Role, Severity
 
 
@@ -219,10 +219,31 @@ class Report:
     attempts: tuple[dict[str, object], ...] = ()
     schema: str = "correlate.report/1"
 
+    def verdict_notes(self, *codes: DiagCode) -> list[str]:
+        """The verdict's own notes of these codes (all of them if none is given), without their prefix."""
+        want = set(codes) or VERDICT_CODES
+        return [d.message.removeprefix(UNDETERMINED_NOTE) for d in self.diagnostics
+                if d.path is None and d.code in want]
+
 
 #: the start of a report diagnostic that says why no root cause was named (the renderers show them
 #: with the "undetermined" verdict)
 UNDETERMINED_NOTE = "no root cause named: "
+#: the codes of the verdict's own notes (why no rank was named, failures survived, a bare teardown)
+VERDICT_CODES = frozenset({DiagCode.VERDICT_REASON, DiagCode.VERDICT_SURVIVED, DiagCode.VERDICT_TORN_DOWN})
+
+
+class SurvivedNote(str):
+    """A why-line saying a failure was caught and survived (its text ends with ``SURVIVED_NOTE_END``):
+    the type, not the wording, tells the correlation stage and the renderers what it is."""
+
+    __slots__ = ()
+
+
+class TornDownNote(str):
+    """The why-line of a job the launcher tore down with no failure found in the logs."""
+
+    __slots__ = ()
 #: how such a note about a failure its rank went on from ends (the renderers list them under a
 #: no-failure verdict too)
 SURVIVED_NOTE_END = "(the failure was caught and survived)"

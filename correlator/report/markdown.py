@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 from correlator.model import compress_ranks
 from correlator.model.evidence import describe
-from correlator.model import SURVIVED_NOTE_END, UNDETERMINED_NOTE, Report, RootCause, TimelineEvent, Verdict
+from correlator.model import DiagCode, Report, RootCause, TimelineEvent, Verdict
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out
 TIMELINE_LIMIT = 200
@@ -76,8 +76,7 @@ def parse_iso(text: str | None) -> float | None:
 
 def survived_notes(report: Report) -> list[str]:
     """The failures the ranks went on from, as the attribution said them (also used by terminal.py)."""
-    return [d.message[len(UNDETERMINED_NOTE):] for d in report.diagnostics
-            if d.path is None and d.message.startswith(UNDETERMINED_NOTE) and d.message.endswith(SURVIVED_NOTE_END)]
+    return report.verdict_notes(DiagCode.VERDICT_SURVIVED)
 
 
 def unread_notes(report: Report) -> list[str]:

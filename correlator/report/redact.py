@@ -128,7 +128,7 @@ def _walk(value: Any, lines: _Lines | None = None) -> Any:
     """``value`` with every string masked; containers and dataclasses in which nothing changed are
     returned as they are (no copy)."""
     cls = type(value)
-    if cls is str:
+    if cls is str or isinstance(value, str):  # a subclass too (a typed note): masked like any text
         return lines.line(value) if lines is not None else redact(value)
     if cls in _PLAIN or isinstance(value, Enum):
         return value

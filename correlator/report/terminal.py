@@ -9,7 +9,7 @@ import textwrap
 
 from correlator.model.evidence import HANG_KINDS, ODD_COLLECTIVE_KINDS, EvidenceKind, describe
 from correlator.model import expand_ranks
-from correlator.model import UNDETERMINED_NOTE, Report, Verdict
+from correlator.model import DiagCode, Report, Verdict
 from correlator.report.markdown import survived_notes
 
 _W = 14  # width of the left label column
@@ -83,8 +83,7 @@ def render(report: Report, color: bool = False) -> str:
         body += [f"{ev.path}:{ev.line}  {ev.text[:160]}" for ev in rc.evidence[:2]]
         lines += _block("job ended", body, color, "1;33")
     elif v is Verdict.NO_FAILURE:
-        said = [d.message[len(UNDETERMINED_NOTE):] for d in report.diagnostics
-                if d.path is None and d.message.startswith(UNDETERMINED_NOTE)]
+        said = report.verdict_notes()
         body = _wrap(said[0], 0) if said else ["no failure, timeout or teardown was found in the logs"]
         for note in survived_notes(report)[:3]:  # failures the ranks went on from
             wrapped = _wrap(note, 2)
@@ -94,11 +93,11 @@ def render(report: Report, color: bool = False) -> str:
         seen = any(g.label in ("collateral", "independent", "root") for g in report.groups)
         body = ["failures were seen, but no rank can be named as the first" if seen else
                 "the job was torn down, but no failure was found in the logs"]
-        for d in report.diagnostics:
-            if (d.path is None and d.message.startswith(UNDETERMINED_NOTE) and len(body) < 16
-                    and not d.message.endswith("but no failure was found in the logs")):
-                wrapped = _wrap(d.message[len(UNDETERMINED_NOTE):], 2)
-                body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
+        for note in report.verdict_notes(DiagCode.VERDICT_REASON, DiagCode.VERDICT_SURVIVED):
+            if len(body) >= 16:
+                break
+            wrapped = _wrap(note, 2)
+            body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
         lines += _block("undetermined", body, color, "1;33")
 
     if len(report.attempts) > 1:  # torchelastic restarted the workers: each attempt's own verdict

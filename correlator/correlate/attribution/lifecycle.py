@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from correlator.correlate.attribution import policy
 from correlator.correlate.attribution.events import Ev
-from correlator.model import SURVIVED_NOTE_END, IdentityFact, Role, StreamFacts, TimeKind, iso
+from correlator.model import SURVIVED_NOTE_END, IdentityFact, Role, StreamFacts, SurvivedNote, TimeKind, iso
 from correlator.model import NS
 
 #: rule tags the lifecycle reads
@@ -235,13 +235,13 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
             if e.rank is None:
                 how = _job_went_on(e, lives.get(("file", e.m.path)))
                 if how:
-                    out[id(e)] = f"{e.m.path} went on after its {e.rule.id} at {iso(e.t)}: {how} {SURVIVED_NOTE_END}"
+                    out[id(e)] = survival_note(f"{e.m.path} went on after its {e.rule.id} at {iso(e.t)}: {how}")
             continue
         if life.exit_failed and last_failure.get(k) is e:
             restarted = _went_on_after_exit(life)
             if restarted:
                 who = f"rank {e.rank}" if e.rank is not None else e.m.path
-                out[id(e)] = f"{who} went on after its {e.rule.id}: {restarted} {SURVIVED_NOTE_END}"
+                out[id(e)] = survival_note(f"{who} went on after its {e.rule.id}: {restarted}")
             continue
         how = (_went_on_by_position(e, life) or _completed_after(e, life) or _went_on_by_time(e, life)
                or _went_on_after_completion(e, life) or went_on_writing(e, life, policy.SURVIVED_NS))
@@ -250,8 +250,14 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
         if how:
             who = f"rank {e.rank}" if e.rank is not None else e.m.path
             when = f" at {iso(e.t)}" if e.t is not None else ""
-            out[id(e)] = f"{who} went on after its {e.rule.id}{when}: {how} {SURVIVED_NOTE_END}"
+            out[id(e)] = survival_note(f"{who} went on after its {e.rule.id}{when}: {how}")
     return out
+
+
+
+def survival_note(text: str) -> SurvivedNote:
+    """The note of a failure a rank went on from: ``text`` and the words every renderer shows."""
+    return SurvivedNote(f"{text} {SURVIVED_NOTE_END}")
 
 
 def ended_normally(lives: dict[object, Life], ranks: set[int]) -> set[int]:
@@ -283,5 +289,5 @@ def caught_in_a_quiet_job(cands: Sequence[Ev], evs: Sequence[Ev], lives: dict[ob
     went = {id(c): went_on_writing(c, lives.get(_key(c)), policy.SURVIVED_QUIET_NS) for c in cands}
     if not all(went.values()):
         return {}
-    return {id(c): f"{f'rank {c.rank}' if c.rank is not None else c.m.path} went on after its {c.rule.id}: "
-                   f"{went[id(c)]} {SURVIVED_NOTE_END}" for c in cands}
+    return {id(c): survival_note(f"{f'rank {c.rank}' if c.rank is not None else c.m.path} went on after its {c.rule.id}: "
+                            f"{went[id(c)]}") for c in cands}

@@ -19,7 +19,7 @@ from correlator.model.evidence import Clue, EvidenceKind as K
 from correlator.correlate.clocks import ClockEstimate
 from correlator.model import compress_ranks
 from correlator.model import (
-    Evidence, IdentityFact, Label, Match, Role, RootCause, Rule, StreamFacts, TimeKind, Verdict, Who, iso,
+    Evidence, IdentityFact, Label, Match, Role, RootCause, Rule, StreamFacts, TimeKind, TornDownNote, Verdict, Who, iso,
 )
 from correlator.model import NS
 
@@ -435,7 +435,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             suspects, silent, found = d.suspects, d.silent, d.found
         elif any(e.rule.role is Role.TEARDOWN for e in evs):
             verdict = Verdict.UNDETERMINED
-            w.why.append("the launcher or scheduler tore the job down, but no failure was found in the logs")
+            w.why.append(TornDownNote("the launcher or scheduler tore the job down, but no failure was found in the logs"))
         else:
             verdict = Verdict.NO_FAILURE
             w.why.append("no failure, timeout or teardown was found")
