@@ -131,18 +131,29 @@ def analyze_cmd(
 def rules_check(
     rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder to check (repeatable).")] = None,
     no_builtin_rules: Annotated[bool, typer.Option(help="Check only the --rules folders.")] = False,
+    entries: Annotated[bool, typer.Option("--entries", help="Only check that every entry is complete and its references "
+                                                             "pinned; exit 1 if one is not.")] = False,
 ) -> None:
-    """Validate every rule file, lint them, and run every example on both scanners."""
-    from correlator.rulecheck import check_all
+    """Validate every rule file, lint them, run every example on both scanners and the benign corpus."""
+    from correlator import rulecheck
 
-    loaded, problems = check_all(list(rules or ()), not no_builtin_rules)
+    if entries:
+        loaded, problems = rulecheck.load_all(list(rules or ()), not no_builtin_rules)
+        problems += rulecheck.check_entries(loaded)
+    else:
+        loaded, problems = rulecheck.check_all(list(rules or ()), not no_builtin_rules)
     errors = [p for p in problems if p.level == "error"]
     for p in problems:
         typer.echo(f"{p.level}: {p}", err=p.level == "error")
-    n_ex = sum(len(r.examples) for r in loaded)
-    cats = len({r.category for r in loaded})
-    typer.echo(f"{len(loaded)} rules in {cats} categories, {n_ex} examples: "
-               f"{'ok' if not errors else f'{len(errors)} problem(s)'}")
+    if entries:
+        bad = {p.path for p in errors}
+        typer.echo(f"{len(loaded) - len(bad & {r.path for r in loaded})} of {len(loaded)} entries complete: "
+                   f"{'ok' if not errors else f'{len(errors)} problem(s) in {len(bad)} file(s)'}")
+    else:
+        n_ex = sum(len(r.examples) for r in loaded)
+        cats = len({r.category for r in loaded})
+        typer.echo(f"{len(loaded)} rules in {cats} categories, {n_ex} examples: "
+                   f"{'ok' if not errors else f'{len(errors)} problem(s)'}")
     if errors:
         raise typer.Exit(1)
 
