@@ -1,6 +1,6 @@
 """Accuracy benchmark: is the named root rank right when the easy answer is wrong?
 
-Generates a seeded suite of realistic failing jobs with ``correlator.synth`` (fault kinds x layouts x
+Generates a seeded suite of realistic failing jobs with ``tools.synth`` (fault kinds x layouts x
 8-1024 ranks x host clock skew x missing timestamps), runs correlate on each, and prints root-rank
 accuracy, rule accuracy, collateral precision/recall and tie rate, beside two baselines computed on the
 same jobs from the same extracted lines:
@@ -39,8 +39,10 @@ from correlator.identity import resolve_digests
 from correlator.model import Digest, Role
 from correlator.pipeline import correlate, load_engine_rules, Options
 from correlator.sources import discover
-from correlator.synth import Truth, generate_suite
 from correlator.timestamps import resolve_tz
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's dev packages
+from tools.synth import Truth, generate_suite  # noqa: E402
 
 
 @dataclass

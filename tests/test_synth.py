@@ -1,4 +1,4 @@
-"""Tests of the synthetic job generator (correlator.synth) and the bundled sample jobs.
+"""Tests of the synthetic job generator (tools.synth) and the bundled sample jobs.
 
 They check the generator's own promises (determinism, layouts, truth file, clocks, dropped stamps,
 cascade shape); they do not run the analyzer.
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from correlator import synth  # noqa: E402
-from correlator.synth import FAULTS, LAYOUTS, Truth, generate_job, generate_suite  # noqa: E402
+import tools.synth.job as synth  # noqa: E402
+from tools.synth import FAULTS, LAYOUTS, Truth, generate_job, generate_suite  # noqa: E402
 
 SAMPLES = ROOT / "sample_logs"
 _LOG_TS = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3}) - train - INFO - \[rank (\d+)\] step (\d+) ")
@@ -53,7 +53,7 @@ def test_registry_and_layouts() -> None:
 
 
 def test_module_is_independent_of_the_analyzer() -> None:
-    tree = ast.parse((ROOT / "correlator" / "synth.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "tools" / "synth" / "job.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             assert node.module is None or not node.module.startswith("correlator"), node.module

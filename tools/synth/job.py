@@ -54,8 +54,8 @@ not pinned to one exact build.
 
 CLI::
 
-    python -m correlator.synth suite OUT --jobs 200 --seed 1
-    python -m correlator.synth job OUT --fault storage-eio --ranks 32 --layout srun-combined
+    python -m tools.synth suite OUT --jobs 200 --seed 1
+    python -m tools.synth job OUT --fault storage-eio --ranks 32 --layout srun-combined
 """
 
 from __future__ import annotations
@@ -2103,7 +2103,7 @@ def generate_suite(out_dir: Path, *, jobs: int, seed: int) -> list[tuple[Path, T
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m correlator.synth", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.synth", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("suite", help="write a varied mix of jobs")
     s.add_argument("out", type=Path)

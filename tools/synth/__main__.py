@@ -1,0 +1,5 @@
+import sys
+
+from tools.synth import main
+
+sys.exit(main())
