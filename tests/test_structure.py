@@ -15,7 +15,7 @@ PKG = ROOT / "correlator"
 LAYERS = {
     "model": 0, "errors": 0, "timestamps": 1, "prefixes": 1, "redact": 1,
     "scan": 2, "ruleset": 2, "sources": 2, "identity": 2, "clocks": 2,
-    "extract": 3, "digest_io": 3, "explain": 3, "progress": 3,
+    "extract": 3, "digest_io": 3, "explain": 3, "progress": 3, "site": 3,
     "engines": 4, "attribution": 4, "rulecheck": 4,
     "pipeline": 5, "report": 6, "history": 6, "follow": 6,
     "cli": 7, "__main__": 8, "__init__": 0,
