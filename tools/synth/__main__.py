@@ -1,5 +1,7 @@
+"""``python -m tools.synth``: the generator's command line (see ``generate.main``)."""
+
 import sys
 
-from tools.synth import main
+from tools.synth.generate import main
 
 sys.exit(main())
