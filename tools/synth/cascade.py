@@ -36,6 +36,7 @@ SIGNAL_DEATHS: dict[int, Callable[[Job, int, float, str], tuple[str, tuple[float
 
 
 def simulate(job: Job) -> None:
+    """A failing job: normal output, the root fault, the waiting ranks' timeouts, the teardown."""
     f, rng, p = job.fault, job.rng, job.profile
     if job.nodes < f.min_nodes:
         raise ValueError(f"fault {f.name!r} needs at least {f.min_nodes} nodes")
@@ -185,6 +186,7 @@ def simulate(job: Job) -> None:
 
 
 def pick_secondary_rank(job: Job, cands: Sequence[int]) -> int:
+    """The rank of a ``secondary`` failure: preferably on a host whose clock is behind the root's (it looks first)."""
     # prefer a host whose clock is behind the root's
     rn = job.workers[job.root_rank].node if job.root_rank is not None else 0
     behind = [r for r in cands if job.host_offset_s[job.workers[r].node] < job.host_offset_s[rn]]
@@ -193,6 +195,7 @@ def pick_secondary_rank(job: Job, cands: Sequence[int]) -> int:
 
 
 def describe(job: Job, details: str, step: int, seq: int, op: str, stuck: int, secondary: int | None) -> None:
+    """The truth's post-mortem paragraph (``Truth.description``)."""
     f, r = job.fault, job.root_rank
     assert r is not None
     w = job.workers[r]

@@ -8,10 +8,12 @@ from tools.synth.tracebacks import RootTraceback
 
 
 def gib(x: float) -> str:
+    """Bytes in GiB as PyTorch's OOM message prints them."""
     return f"{x:.2f} GiB"
 
 
 def mib_or_gib(mib: float) -> str:
+    """MiB below 1 GiB, else GiB (PyTorch's ``format_size``)."""
     return f"{mib / 1024:.2f} GiB" if mib >= 1024 else f"{mib:.2f} MiB"
 
 

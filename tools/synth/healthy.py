@@ -7,6 +7,7 @@ from tools.synth.job import Job
 
 
 def simulate(job: Job) -> None:
+    """A clean run: step lines to the end, harmless warnings at exit, every agent's success."""
     rng = job.rng
     last = job.step0 + job.log_every * job.steps_before_fault()
     training.normal_output(job, last)

@@ -19,6 +19,7 @@ SIGNAL_NAMES = {6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM", 7: "SI
 
 
 def agent_startup(job: Job) -> None:
+    """torchrun's OMP_NUM_THREADS banner on every node that runs several workers."""
     for n in range(job.nodes):
         t = job.rng.uniform(1.0, 4.0)
         if job.workers_on_node[n] > 1:
@@ -80,6 +81,7 @@ def agent_reports_exit(job: Job, n: int, *, exits: Mapping[int, tuple[float, int
 
 
 def agent_traceback_head(job: Job) -> list[str]:
+    """The outer frames of torchrun's own traceback (from ``main`` down to ``launch_agent``)."""
     p, site, L = job.profile, job.site, job.profile.agent_py_line
     lines = ["Traceback (most recent call last):"]
     caret = p.python >= "3.11"

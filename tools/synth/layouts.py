@@ -27,6 +27,7 @@ def worker_line(job: Job, r: int, rec: Record, outer: str) -> str:
 
 
 def write_job(job: Job, out: Path) -> list[str]:
+    """Write the job's records as files of its layout under ``out``; returns their relative paths."""
     out.mkdir(parents=True, exist_ok=True)
     files: list[str] = []
     for rl in job.rank_records:
@@ -115,6 +116,7 @@ def glued_lines(job: Job, r: int, rl: Sequence[Record], outer: str) -> list[tupl
 
 
 def write_with_leads(job: Job, path: Path, lines: Iterable[str], glue: Sequence[Record]) -> None:
+    """Write rendered ``lines``, gluing each lead-only record of ``glue`` onto the next line."""
     # glue lead-only records onto the following record of the same file
     out: list[str] = []
     pending = ""
@@ -132,6 +134,7 @@ def write_with_leads(job: Job, path: Path, lines: Iterable[str], glue: Sequence[
 
 
 def write_text(path: Path, lines: Sequence[str]) -> None:
+    """Write ``lines`` with ``\\n`` endings (none translated), creating the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="") as fh:
         fh.write("\n".join(lines))

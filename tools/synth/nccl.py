@@ -11,6 +11,10 @@ from tools.synth.job import Job
 
 
 def ib_completion_error(job: Job, r: int, t: float) -> tuple[str, float]:
+    """Rank ``r``'s InfiniBand queue pair fails (retry counter exceeded); its peer sees the flush later.
+
+    Returns the truth's details and when the rank's communicator aborts.
+    """
     rng, p = job.rng, job.profile
     wk = job.workers[r]
     n = wk.node

@@ -156,6 +156,7 @@ def teardown_kill_on_bad_exit(job: Job) -> None:
 
 
 def simulate_time_limit(job: Job) -> None:
+    """Slurm's time limit ends a job that trains normally: slurmstepd cancels, agents pass SIGTERM on."""
     rng = job.rng
     last = job.step0 + job.log_every * job.steps_before_fault()
     training.normal_output(job, last)

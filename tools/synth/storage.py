@@ -8,6 +8,7 @@ from tools.synth.tracebacks import RootTraceback
 
 
 def checkpoint_path(job: Job, step: int, r: int, kind: str = "shard") -> str:
+    """Rank ``r``'s checkpoint file at ``step`` (``kind``: "shard" per rank, else Lightning's last checkpoint)."""
     if kind == "shard":
         return f"{job.ckpt}/step-{step:06d}/rank-{r:05d}.pt"
     return f"{job.ckpt}/epoch={step // (job.ckpt_every * 10)}-step={step}.ckpt"

@@ -91,6 +91,7 @@ def normal_output(job: Job, last_step: int, silent_after: Mapping[int, int] | No
 
 
 def tqdm_frames(job: Job, step: int) -> str:
+    """Rank 0's tqdm progress bar: four ``\\r`` frames up to ``step``, glued in front of its next line."""
     total = job.ckpt_every * 10
     frames = []
     for k in range(4):

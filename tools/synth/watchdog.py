@@ -107,6 +107,7 @@ def timeout_output(job: Job, r: int, t: float, seq: int, op: str, numel: int, ra
 
 
 def cpp_frames(job: Job, where: str) -> list[str]:
+    """The C++ stack of an exception raised ``where`` (checkTimeout, ncclCommWatchdog, ...), random addresses."""
     lib = f"{job.site}/torch/lib"
     rng = job.rng
     a = lambda: f"0x{rng.randrange(0x7f0000000000, 0x7fffffffffff):x}"  # noqa: E731
@@ -163,6 +164,7 @@ def terminate_block(job: Job, r: int, t: float, what: str, where: str, *, extra:
 
 
 def backend_error_traceback(job: Job, r: int, t: float, wd_msg: str) -> list[str]:
+    """A waiting rank raises DistBackendError in Python from its collective's ``wait()``; returns the block."""
     site = job.site
     if job.variant.framework == "lightning":
         items = tracebacks.lightning_frames(job, "batch_end")[:-2] + [
