@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import sys
@@ -30,7 +29,6 @@ from correlator.ruleset import builtin_rules_dir, load_rules, rule_files
 from conftest import SCANNERS
 from rule_tables import SHA, complete_table, write_rule
 
-ROOT = Path(__file__).resolve().parent.parent
 BUILTIN = builtin_rules_dir()
 
 
