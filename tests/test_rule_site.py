@@ -265,6 +265,10 @@ def test_search_index_is_small_and_complete():
 
 
 def test_cli_rules_site(tmp_path):
+    for args in (["rules", "site"], ["rules", "list"], ["rules", "check"]):
+        r = cli(*args, "--help")
+        assert r.returncode == 0 and b"Usage" in r.stdout, args
+    assert b"--entries" in cli("rules", "check", "--help").stdout
     r = cli("rules", "site", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().strip() == str(tmp_path / "out" / "index.html")
