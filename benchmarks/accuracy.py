@@ -33,15 +33,16 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from correlator.engines import EngineSpec, run_local
-from correlator.extract import Engine, ExtractOptions
-from correlator.identity import resolve_digests
-from correlator.model import Digest, Role
-from correlator.pipeline import correlate, load_engine_rules, Options
-from correlator.sources import discover
-from correlator.timestamps import resolve_tz
+# the checkout's packages: tools.synth is a development package (not installed), correlator beside it
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's dev packages
+from correlator.engines import EngineSpec, run_local  # noqa: E402
+from correlator.extract import Engine, ExtractOptions  # noqa: E402
+from correlator.identity import resolve_digests  # noqa: E402
+from correlator.model import Digest, Role  # noqa: E402
+from correlator.pipeline import correlate, load_engine_rules, Options  # noqa: E402
+from correlator.sources import discover  # noqa: E402
+from correlator.timestamps import resolve_tz  # noqa: E402
 from tools.synth import Truth, generate_suite  # noqa: E402
 
 
