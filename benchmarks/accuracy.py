@@ -1,6 +1,6 @@
 """Accuracy benchmark: is the named root rank right when the easy answer is wrong?
 
-Generates a seeded suite of realistic failing jobs with ``correlator.synth`` (fault kinds x layouts x
+Generates a seeded suite of realistic failing jobs with ``tools.synth`` (fault kinds x layouts x
 8-1024 ranks x host clock skew x missing timestamps), runs correlate on each, and prints root-rank
 accuracy, rule accuracy, collateral precision/recall and tie rate, beside two baselines computed on the
 same jobs from the same extracted lines:
@@ -33,14 +33,17 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from correlator.extract.engines import EngineSpec, run_local
-from correlator.extract.extractor import Engine, ExtractOptions
-from correlator.correlate.identity import resolve_digests
-from correlator.model import Digest, Role
-from correlator.pipeline import correlate, load_engine_rules, Options
-from correlator.extract.sources import discover
-from correlator.synth import Truth, generate_suite
-from correlator.extract.timestamps import resolve_tz
+# the checkout's packages: tools.synth is a development package (not installed), correlator beside it
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from correlator.correlate.identity import resolve_digests  # noqa: E402
+from correlator.extract import Engine, ExtractOptions  # noqa: E402
+from correlator.extract.engines import EngineSpec, run_local  # noqa: E402
+from correlator.extract.sources import discover  # noqa: E402
+from correlator.extract.timestamps import resolve_tz  # noqa: E402
+from correlator.model import Digest, Role  # noqa: E402
+from correlator.pipeline import correlate, load_engine_rules, Options  # noqa: E402
+from tools.synth import Truth, generate_suite  # noqa: E402
 
 
 @dataclass

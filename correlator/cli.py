@@ -131,20 +131,34 @@ def analyze_cmd(
 def rules_check(
     rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder to check (repeatable).")] = None,
     no_builtin_rules: Annotated[bool, typer.Option(help="Check only the --rules folders.")] = False,
+    entries: Annotated[bool, typer.Option("--entries", help="Only check that every entry is complete and its references "
+                                                             "pinned; exit 1 if one is not.")] = False,
 ) -> None:
-    """Validate every rule file, lint them, and run every example on both scanners."""
-    from correlator.rulecheck import check_all
+    """Validate every rule file, lint them, run every example on both scanners and the benign corpus."""
+    from correlator import rulecheck
 
-    loaded, problems = check_all(list(rules or ()), not no_builtin_rules)
+    if entries:
+        loaded, problems = rulecheck.load_all(list(rules or ()), not no_builtin_rules)
+        problems += rulecheck.check_entries(loaded)
+    else:
+        loaded, problems = rulecheck.check_all(list(rules or ()), not no_builtin_rules)
     errors = [p for p in problems if p.level == "error"]
     for p in problems:
         typer.echo(f"{p.level}: {p}", err=p.level == "error")
-    n_ex = sum(len(r.examples) for r in loaded)
-    cats = len({r.category for r in loaded})
-    typer.echo(f"{len(loaded)} rules in {cats} categories, {n_ex} examples: "
-               f"{'ok' if not errors else f'{len(errors)} problem(s)'}")
+    if entries:
+        bad = {p.path for p in errors}
+        typer.echo(f"{len(loaded) - len(bad & {r.path for r in loaded})} of {len(loaded)} entries complete: "
+                   f"{'ok' if not errors else f'{len(errors)} problem(s) in {len(bad)} file(s)'}")
+    else:
+        n_ex = sum(len(r.examples) for r in loaded)
+        cats = len({r.category for r in loaded})
+        typer.echo(f"{len(loaded)} rules in {cats} categories, {n_ex} examples: "
+                   f"{'ok' if not errors else f'{len(errors)} problem(s)'}")
     if errors:
         raise typer.Exit(1)
+
+
+LIST_FORMATS = ("table", "json")
 
 
 @rules_app.command("list")
@@ -152,19 +166,31 @@ def rules_list(
     category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
     role: Annotated[Optional[str], typer.Option(help="Only this role (primary, collateral, teardown, job, context).")] = None,
     tag: Annotated[Optional[str], typer.Option(help="Only rules with this tag.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(LIST_FORMATS)} (fields in rules/README.md).")] = "table",
     rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
 ) -> None:
-    """List the rules: id, role, severity, title."""
+    """List the rules: id, role, severity, title (or every listed field as JSON)."""
+    from correlator.explain import list_json, list_table
+    from correlator.model import Role
     from correlator.ruleset import load_rules
 
+    if fmt not in LIST_FORMATS:
+        _fail(UsageError(f"unknown format {fmt!r}: use one of {', '.join(LIST_FORMATS)}"))
+    if role is not None and role not in {r.value for r in Role}:
+        _fail(UsageError(f"unknown role {role!r}: use one of {', '.join(r.value for r in Role)}"))
     try:
         loaded = load_rules(list(rules or ()))
     except RuleError as e:
         _fail(e)
+    categories = sorted({r.category for r in loaded})
+    if category is not None and category not in categories:
+        _fail(UsageError(f"unknown category {category!r}: use one of {', '.join(categories)}"))
     shown = [r for r in loaded if (category is None or r.category == category)
              and (role is None or r.role == role) and (tag is None or tag in r.tags)]
-    for r in shown:
-        typer.echo(f"{r.id:<52} {r.role:<10} {r.severity:<8} {r.title}")
+    if fmt == "json":
+        sys.stdout.write(list_json(shown, len(loaded)))
+        return
+    sys.stdout.write(list_table(shown))
     typer.echo(f"{len(shown)} of {len(loaded)} rules", err=True)
 
 
@@ -189,6 +215,29 @@ def rules_explain(
     from correlator.explain import explain
 
     typer.echo(explain(r))
+
+
+@rules_app.command("site")
+def rules_site(
+    directory: Annotated[Path, typer.Argument(help="Folder to write the site into (created if needed).")],
+    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
+) -> None:
+    """Write the rules as a static web site: a page per rule, indexes by category and by message, offline search."""
+    from correlator.ruleset import load_rules
+    from correlator.site import write_site
+
+    if directory.exists() and not directory.is_dir():
+        _fail(UsageError("the site needs a folder, not a file", str(directory)))
+    try:
+        loaded = load_rules(list(rules or ()))
+    except RuleError as e:
+        _fail(e)
+    try:
+        write_site(loaded, directory)
+    except OSError as e:
+        _fail(UsageError(f"cannot write the site: {e.strerror or e}", str(directory)))
+    typer.echo(f"{len(loaded)} rule pages, index.html and messages.html written to {directory}", err=True)
+    typer.echo(str(directory / "index.html"))
 
 
 @app.command("history")

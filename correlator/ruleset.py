@@ -64,6 +64,7 @@ RULE_KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "when": (dict, False),
     "fingerprint": (str, False),
     "versions": (list, False),
+    "info_level": (str, False),
     "match": (dict, True),
     "examples": (list, True),
 }
@@ -209,6 +210,10 @@ def parse_rule(data: dict, path: str, expected_id: str | None = None) -> Rule:
         _check_keys(f"{path}: versions[{i}]", v, VERSION_KEYS)
         versions.append(VersionNote(v["software"], v["range"], v["wording"], v["source"]))
 
+    info_level = data.get("info_level", "").strip()
+    if "info_level" in data and not info_level:
+        raise RuleError("info_level must say why an INFO-level line is a failure (or be left out)", path)
+
     return Rule(
         id=rid,
         title=data["title"],
@@ -237,6 +242,7 @@ def parse_rule(data: dict, path: str, expected_id: str | None = None) -> Rule:
         when=when,
         fingerprint=data.get("fingerprint", "").strip(),
         versions=tuple(versions),
+        info_level=info_level,
     )
 
 

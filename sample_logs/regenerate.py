@@ -3,7 +3,7 @@
     python sample_logs/regenerate.py            # rewrite every sample folder
     python sample_logs/regenerate.py healthy    # only the named ones
 
-Each sample is one ``correlator.synth.generate_job`` call with pinned details (root rank, hosts,
+Each sample is one ``tools.synth.generate_job`` call with pinned details (root rank, hosts,
 job id, PyTorch profile, variant switches), followed by a short ``README.md``. The folders are
 data for tests and demos; the truth each one encodes is its ``expected.toml``.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from correlator.synth import generate_job  # noqa: E402
+from tools.synth import generate_job  # noqa: E402
 
 SAMPLES: dict[str, dict] = {
     "lustre-eio-checkpoint": dict(

@@ -1,5 +1,5 @@
 """Small hand-written job builders for unit and property tests (the realistic generator used for
-the accuracy benchmark is ``correlator.synth``)."""
+the accuracy benchmark is ``tools.synth``)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
 from correlator.ruleset import EXAMPLE_KEYS, MATCH_KEYS, RULE_KEYS
@@ -19,7 +24,7 @@ LAYERS = {
     "extract": 2,
     "correlate": 3,
     "report": 4,
-    "rulecheck": 5, "pipeline": 5, "synth": 5,
+    "rulecheck": 5, "pipeline": 5, "site": 5,
     "follow": 6, "history": 6,
     "cli": 7, "__main__": 8,
 }
@@ -116,3 +121,27 @@ def test_architecture_doc_names_every_module():
             continue
         rel = path.relative_to(PKG).as_posix()
         assert rel.removesuffix(".py") in doc or path.stem in doc, rel
+
+
+def test_the_wheel_ships_the_analyzer_only(tmp_path: Path) -> None:
+    """The development packages (``tools/synth``, the log generator the tests and benchmarks use) stay out
+    of the installed wheel: built from a copy of the tree that holds them, it has ``correlator`` only."""
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert packages and all(p == "correlator" or p.startswith("correlator.") for p in packages), packages
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for folder in ("correlator", "tools"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    assert (src / "tools" / "synth" / "__init__.py").is_file()
+    build = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
+    done = subprocess.run([sys.executable, "-c", build, str(tmp_path / "dist")], cwd=src, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "correlator/pipeline.py" in names
+    outside = [n for n in names if not n.startswith(("correlator/", "correlate-"))]
+    assert not outside, outside
+    assert not [n for n in names if "synth" in n], "the generator is in the wheel"
+

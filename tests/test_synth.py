@@ -1,4 +1,4 @@
-"""Tests of the synthetic job generator (correlator.synth) and the bundled sample jobs.
+"""Tests of the synthetic job generator (tools.synth) and the bundled sample jobs.
 
 They check the generator's own promises (determinism, layouts, truth file, clocks, dropped stamps,
 cascade shape); they do not run the analyzer.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import random
 import re
 import statistics
 import sys
@@ -21,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from correlator import synth  # noqa: E402
-from correlator.synth import FAULTS, LAYOUTS, Truth, generate_job, generate_suite  # noqa: E402
+from tools.synth import FAULTS, LAYOUTS, PROFILES, Truth, generate_job, generate_suite, main  # noqa: E402
+from tools.synth import generate, watchdog  # noqa: E402
+from tools.synth.job import Job  # noqa: E402
 
 SAMPLES = ROOT / "sample_logs"
 _LOG_TS = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3}) - train - INFO - \[rank (\d+)\] step (\d+) ")
@@ -52,14 +54,18 @@ def test_registry_and_layouts() -> None:
         assert kind.verdict in ("root_cause", "job_level", "no_failure", "undetermined")
 
 
-def test_module_is_independent_of_the_analyzer() -> None:
-    tree = ast.parse((ROOT / "correlator" / "synth.py").read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            assert node.module is None or not node.module.startswith("correlator"), node.module
-            assert node.level == 0, "relative import"
-        elif isinstance(node, ast.Import):
-            assert all(not a.name.startswith("correlator") for a in node.names)
+def test_package_is_independent_of_the_analyzer() -> None:
+    """The generator is the ground truth: it imports only the standard library and its own modules."""
+    modules = sorted((ROOT / "tools" / "synth").glob("*.py"))
+    assert len(modules) > 10
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                assert not isinstance(node, ast.ImportFrom) or node.level == 0, f"{path.name}: relative import"
+                top = name.split(".")[0]
+                assert name.startswith("tools.synth") or top in sys.stdlib_module_names, f"{path.name} imports {name}"
 
 
 def test_same_seed_same_bytes(tmp_path: Path) -> None:
@@ -218,7 +224,7 @@ def test_suite_collateral_ranks_print_and_only_the_roots_node_is_silent(tmp_path
         _check_silence(d, t)
 
 
-@pytest.mark.parametrize("torch_version", sorted(synth.PROFILES))
+@pytest.mark.parametrize("torch_version", sorted(PROFILES))
 def test_nccl_hang_culprit_is_the_only_rank_missing_from_the_timeouts(tmp_path: Path, torch_version: str) -> None:
     for i, layout in enumerate(("srun-combined", "torchrun-combined")):
         t = generate_job(tmp_path / layout, fault="nccl-hang", ranks=256 if i == 0 else 64, layout=layout, seed=41,
@@ -227,27 +233,28 @@ def test_nccl_hang_culprit_is_the_only_rank_missing_from_the_timeouts(tmp_path: 
         assert str(t.ranks - 1) in t.description
 
 
-def test_no_waiting_rank_is_killed_before_its_own_timeout(tmp_path: Path) -> None:
+def test_no_waiting_rank_is_killed_before_its_own_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     """Internal check over many seeds: a rank planned to time out is never ended (SIGTERM, srun kill)
     before its watchdog fires, and an error.json is never stamped after its process died."""
     seen = 0
-    orig = synth._Job.timeout_lines
+    timeouts: dict[int, float] = {}
+    orig = watchdog.timeout_output
 
-    def spy(self, r, t, *a, **k):  # type: ignore[no-untyped-def]
-        self._spy[r] = t
-        return orig(self, r, t, *a, **k)
+    def spy(job, r, t, *a, **k):  # type: ignore[no-untyped-def]
+        timeouts[r] = t
+        return orig(job, r, t, *a, **k)
 
+    monkeypatch.setattr(watchdog, "timeout_output", spy)
     for seed in range(12):
         for fault in ("nccl-hang", "cuda-oom", "storage-eio", "storage-exdev", "nccl-ib-error"):
-            rng = synth.random.Random(f"t:{seed}:{fault}")
-            job = synth._Job(fault=FAULTS[fault], ranks=128, layout=rng.choice(LAYOUTS), seed=seed, gpn=8, max_skew_s=0.0,
-                             drop=0.0, lines_per_rank=12, rng=rng, root_rank=None, host_prefix=None, job_id=None,
-                             torch_version=None, skew=None, variant=None)
-            job._spy = {}  # type: ignore[attr-defined]
-            job.timeout_lines = spy.__get__(job)  # type: ignore[method-assign]
-            job.simulate()
+            rng = random.Random(f"t:{seed}:{fault}")
+            job = Job(fault=FAULTS[fault], ranks=128, layout=rng.choice(LAYOUTS), gpus_per_node=8, max_skew_s=0.0,
+                      drop_timestamps=0.0, lines_per_rank=12, rng=rng, root_rank=None, host_prefix=None, job_id=None,
+                      torch_version=None, skew=None, variant=None)
+            timeouts.clear()
+            generate.simulate(job)
             for w in job.workers:
-                t_to = job._spy.get(w.rank)  # type: ignore[attr-defined]
+                t_to = timeouts.get(w.rank)
                 if t_to is not None and w.exit_t is not None:
                     assert w.exit_t > t_to, (fault, seed, job.layout, w.rank)
                     seen += 1
@@ -373,7 +380,7 @@ def test_generate_suite_small(tmp_path: Path) -> None:
 
 
 def test_cli_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = synth.main(["job", str(tmp_path / "j"), "--fault", "segfault", "--ranks", "16", "--layout",
+    rc = main(["job", str(tmp_path / "j"), "--fault", "segfault", "--ranks", "16", "--layout",
                      "torchelastic", "--seed", "2", "--lines-per-rank", "12"])
     assert rc == 0
     assert "rule=python.segmentation-fault" in capsys.readouterr().out

@@ -152,3 +152,5 @@ class Rule:
     #: the metric or alert that shows it coming or happening
     fingerprint: str = ""
     versions: tuple[VersionNote, ...] = ()
+    #: why a line at INFO level is this failure (only then may a primary or collateral rule match one)
+    info_level: str = ""
