@@ -94,8 +94,9 @@ def test_split_file_merges_exactly_as_the_serial_scan(engine, rnd, cuts, chunk):
     opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
     src = SourceInfo(path="job.out", kind="memory", size=len(data))
     serial = extract(src, engine, opts, stream=io.BytesIO(data))
-    split = extract(src, engines._ReplayEngine(engine, engines.ReplayScanner(_pieces(engine, data, cuts))),  # type: ignore[arg-type]
-                    opts, stream=io.BytesIO(data))
+    replay = engines.ReplayScanner(_pieces(engine, data, cuts))
+    replay.name = engine.scanner.name
+    split = extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay)
     assert split == serial
 
 

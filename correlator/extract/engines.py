@@ -268,20 +268,6 @@ class ReplayScanner:
         return {s + begin: ids for s, ids in self.scan(b"", end - begin).items()}
 
 
-class _ReplayEngine:
-    """The parent's engine with its scanner swapped for a replay (rules and facts are shared)."""
-
-    def __init__(self, engine: Engine, scanner: ReplayScanner) -> None:
-        self.ruleset = engine.ruleset
-        self.pattern_rule = engine.pattern_rule
-        scanner.name = engine.scanner.name  # the same kind of scan, done elsewhere
-        self.scanner = scanner
-        self._engine = engine
-
-    def __getattr__(self, name: str) -> object:  # anything else extract may use from an Engine
-        return getattr(self._engine, name)
-
-
 def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[int, int]],
                      ahead: int) -> Iterator[tuple[int, int, Candidates]]:
     queue: deque[Future] = deque()
@@ -300,8 +286,11 @@ def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[in
 
 def extract_split(src: SourceInfo, engine: Engine, opts: ExtractOptions,
                   pieces: Iterator[tuple[int, int, Candidates]]) -> Digest:
-    """``extract`` of a plain file whose candidate lines were found piece by piece elsewhere."""
-    return extract(src, _ReplayEngine(engine, ReplayScanner(pieces)), opts)  # type: ignore[arg-type]
+    """``extract`` of a plain file whose candidate lines were found piece by piece elsewhere: the
+    pieces' candidates are replayed in order to one extractor (rules and facts are the engine's)."""
+    replay = ReplayScanner(pieces)
+    replay.name = engine.scanner.name  # the same kind of scan, done elsewhere
+    return extract(src, engine, opts, scanner=replay)
 
 
 def _splittable(s: SourceInfo, total: int, n: int) -> bool:

@@ -217,9 +217,11 @@ class _Writer:
 
 
 class _State:
-    def __init__(self, src: SourceInfo, engine: Engine, opts: ExtractOptions) -> None:
+    def __init__(self, src: SourceInfo, engine: Engine, opts: ExtractOptions, scanner: Scanner | None = None) -> None:
         self.src = src
         self.engine = engine
+        #: finds the candidate lines: the engine's, or a replay of pieces scanned elsewhere
+        self.scanner: Scanner = scanner if scanner is not None else engine.scanner
         ref = None
         if src.kind != "stdin":
             try:
@@ -264,7 +266,7 @@ class _State:
         if self.src.file_rank is None:
             return
         probe = region[:ONE_WRITER_PROBE]
-        ranks = _line_start_captures(probe, getattr(self.engine.scanner, "name", "") == "hyperscan")
+        ranks = _line_start_captures(probe, getattr(self.scanner, "name", "") == "hyperscan")
         # (or lines that state two ranks in their own text, "[rank 5] ...", "[rank 13] ...": a node's
         # file of unprefixed processes, named after its host)
         if len(ranks) >= 2 or _several_local_tags(probe[:LOCAL_TAG_PROBE]) or len(ranks_in_text(probe[:RANK_TEXT_PROBE])) >= 2:
@@ -890,7 +892,7 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
                        anchors: dict[tuple, Anchor], head: bool) -> bool:
     """``_window_facts`` for a window whose lines mostly carry no launcher prefix; False if the
     window is not like that (the caller then runs the line-by-line loop)."""
-    if getattr(state.engine.scanner, "name", "") != "hyperscan" or not data or b"\x1b" in data:
+    if getattr(state.scanner, "name", "") != "hyperscan" or not data or b"\x1b" in data:
         return False
     from correlator.extract.scan import window_finder
 
@@ -1207,172 +1209,245 @@ def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:
     return ("\n".join(lines) + "\n").encode("utf-8"), None
 
 
+class Extractor:
+    """One source's extraction, resumable: ``feed`` it the source's bytes in order, in pieces of any
+    size, then ``finish()`` for its ``Digest`` (or ``snapshot()`` for the digest so far, feeding on).
+
+    Owns the running state between pieces: the bytes kept for look-back (``keep``), the start of an
+    unfinished line (``carry``), the tail window, the head window's progress, the writers' facts,
+    the anchors, and the counts. A problem with the bytes becomes a diagnostic; it never raises on
+    the source's content. ``scanner`` replaces the engine's scanner (a split file's pieces, scanned
+    in parallel elsewhere, replayed in order).
+    """
+
+    def __init__(self, src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
+                 scanner: Scanner | None = None) -> None:
+        self.opts = opts or ExtractOptions()
+        self.state = _State(src, engine, self.opts, scanner)
+        self.writers: dict[tuple, _Writer] = {}
+        self.anchors: dict[tuple, Anchor] = {}
+        self.total = 0
+        self.lines_total = 0
+        self.skipped = 0
+        self.keep = b""
+        self.keep_line = 1
+        self.tail = b""
+        self.head_done = False
+        self.offset = 0  # source offset of the first byte not yet in a processed region
+        self.carry = b""
+        self.in_long = False  # inside a line longer than the carry limit (processed in pieces)
+        self.first = True
+        #: the source turned out not to be a text log: the rest is not read
+        self.stopped = False
+
+    @property
+    def src(self) -> SourceInfo:
+        return self.state.src
+
+    def feed(self, chunk: bytes, count: bool = True) -> None:
+        """The next bytes of the source (``count``: they are the source's own, not a conversion)."""
+        from correlator.extract.sources import text_probe
+
+        if self.stopped:
+            return
+        state, src = self.state, self.state.src
+        self.keep, self.tail = _own(self.keep), _own(self.tail)  # views of the last buffer (``_whole_windows``)
+        if count:
+            self.total += len(chunk)
+        if self.first:
+            self.first = False
+            if not text_probe(chunk[:8192]):
+                state.diags.append(Diagnostic("warning", src.path,
+                                              "looks binary, not a text log: skipped (pass a text log)",
+                                              DiagCode.BINARY))
+                rest = (src.size or 0) - len(chunk) if src.kind == "file" else 0
+                self.skipped += len(chunk) + max(0, rest)  # not read: a device never ends
+                self.total = self.skipped
+                self.stopped = True
+                return
+        carry, offset = self.carry, self.offset
+        if (not carry and offset == 0 and src.kind == "file" and len(chunk) == src.size
+                and chunk.endswith(b"\n")):
+            cut: int | None = len(chunk)  # the whole file: no cut, no copy, nothing to hold back
+        else:
+            cut = _cut_index(carry, chunk)
+        if cut is not None:  # the usual case: look-back, region and look-ahead in one copy
+            self.in_long = False
+            lc = len(carry)
+            keep = self.keep
+            if not keep and not lc and cut == len(chunk):
+                data = chunk
+            else:
+                rest = memoryview(chunk)[cut - lc:]
+                data = b"".join((keep, carry, memoryview(chunk)[: cut - lc], _ahead_of(rest)))
+            begin, end_region = len(keep), len(keep) + cut
+            self.carry = chunk[cut - lc:]
+            next_line, self.keep, self.tail, self.head_done = _process_data(
+                state, data, begin, end_region, self.keep_line, offset, self.tail, self.writers, self.anchors,
+                self.head_done)
+            self.lines_total += next_line - self.keep_line
+            self.keep_line = next_line
+            self.offset += cut
+            return
+        data = carry + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            if len(data) <= MAX_LINE_BYTES * 4:
+                self.carry = data
+                return
+            cut = len(data)  # a line longer than any sane one: process what we have
+            if self.keep_line != state.capped_line:
+                state.capped_line = self.keep_line
+                state.lines_capped += 1
+            self.in_long = True
+        else:
+            self.in_long = False
+            cut = _hold_back(data, cut)
+        region, self.carry = data[:cut], data[cut:]
+        self._region(region, self.carry)
+        self.lines_total += region.count(b"\n")
+        self.offset += len(region)
+
+    def _region(self, region: bytes, ahead: bytes = b"") -> None:
+        self.keep_line, self.keep, self.tail, self.head_done = _process_region(
+            self.state, region, self.keep, self.keep_line, self.offset, self.tail, self.writers, self.anchors,
+            self.head_done, ahead)
+
+    def end_of_input(self) -> None:
+        """No more bytes follow: the unfinished last line is a line."""
+        if self.carry:
+            region = self.carry if self.carry.endswith(b"\n") else self.carry + b"\n"
+            self._region(region)
+            self.lines_total += region.count(b"\n")
+            self.offset += len(self.carry)
+            self.carry = b""
+        elif self.in_long:
+            self.lines_total += 1  # the over-long last line had no newline and was processed in pieces
+            self.in_long = False
+
+    def fail(self, e: BaseException, kind: str) -> None:
+        """Reading the source failed after the bytes fed so far: say so, and analyse what came."""
+        what = {"gzip": "gzip", "zstd": "zstd", "bz2": "bz2", "xz": "xz"}.get(kind, "")
+        reason = str(e) or type(e).__name__
+        self.state.diags.append(Diagnostic(
+            "error", self.src.path,
+            f"{'truncated or corrupt ' + what + ' stream' if what else 'read error'} after "
+            f"{self.offset + len(self.carry)} bytes ({reason}); what came before was analysed, the rest is lost",
+            DiagCode.TRUNCATED if what else DiagCode.READ_ERROR))
+        if self.carry:
+            self._region(self.carry + b"\n")
+            self.offset += len(self.carry)
+            self.carry = b""
+
+    def snapshot(self) -> Digest:
+        """The digest of what was fed so far, without ending the extraction (``follow``): the
+        unfinished last line is left for the next ``feed``."""
+        import copy
+
+        state = self.state
+        twin = copy.copy(self)
+        twin.state = copy.copy(state)
+        twin.state.diags = list(state.diags)
+        twin.state.identities = list(state.identities)
+        twin.state.stamps = copy.copy(state.stamps)
+        twin.writers = {k: replace(w) for k, w in self.writers.items()}
+        twin.anchors = dict(self.anchors)
+        twin.carry = b""
+        twin.in_long = False
+        return twin.finish()
+
+    def finish(self) -> Digest:
+        """End the extraction and return the source's digest."""
+        state, src = self.state, self.state.src
+        if self.total == 0 and not any(d.level == "error" for d in state.diags):
+            state.diags.append(Diagnostic("info", src.path, "empty: nothing to read", DiagCode.EMPTY))
+        for rule_id, (n, first_line) in sorted(state.timeouts.items()):
+            dropped = (f"; after {MAX_TIMEOUTS} such lines the rule was not tried again in this source"
+                       if n >= MAX_TIMEOUTS else "")
+            state.diags.append(Diagnostic(
+                "warning", src.path,
+                f"rule {rule_id}: its pattern ran longer than the time limit on {n} line(s) (first: line {first_line}) "
+                f"and was abandoned there{dropped} (a catastrophic pattern? check it with 'correlate rules check')",
+                DiagCode.RULE_TIMEOUT, n))
+        if state.nul_bytes:
+            state.diags.append(Diagnostic(
+                "warning", src.path,
+                f"{state.nul_bytes} NUL byte(s) (first at byte {state.first_nul}) removed from the text: runs of NULs are "
+                f"what a file system leaves where a writer's blocks never reached the disk (a node that died, a file "
+                f"truncated under its writer)", DiagCode.NUL_BYTES, state.nul_bytes))
+        if state.bad_utf8_at is not None:
+            state.diags.append(Diagnostic("info", src.path, f"invalid UTF-8 (first at byte {state.bad_utf8_at}): "
+                                                            f"such bytes are shown as U+FFFD", DiagCode.INVALID_UTF8))
+        if not self.head_done:
+            _flush_head(state, self.writers, self.anchors)
+        if self.tail:
+            tail = _tail_window(state, self.tail)
+            _window_facts(state, tail, self.offset - len(tail), self.writers, self.anchors, head=False)
+        single = len(self.writers) <= 1 or src.file_rank is not None or src.file_local_rank is not None
+        streams = []
+        for w in self.writers.values():
+            lines = self.lines_total if single and len(self.writers) == 1 else w.lines
+            streams.append(StreamFacts(w.who, src.path, lines, w.first_ns, w.last_ns, w.last_offset,
+                                       w.last_step, w.last_step_ns, src.attempt, w.last_step_offset))
+        matches = list(state.matches)
+        for kept in state.tail_keep.values():
+            matches.extend(kept)
+        for rule_id, n in sorted(state.dropped.items()):
+            state.diags.append(Diagnostic("info", src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
+                                          DiagCode.MATCHES_NOT_KEPT, n))
+        if state.lines_capped:
+            state.diags.append(Diagnostic("warning", src.path,
+                                          f"{state.lines_capped} line(s) longer than {MAX_LINE_BYTES >> 20} MiB: "
+                                          f"scanned, but cut for matching and display", DiagCode.LONG_LINES_CUT,
+                                          state.lines_capped))
+        matches.sort(key=lambda m: m.offset)
+        if state.tz_assumed:
+            state.diags.append(Diagnostic("info", src.path, "timestamps without a zone: read as local time of the analysis zone (--tz)",
+                                          DiagCode.TIME_ASSUMED))
+        if state.year_inferred:
+            state.diags.append(Diagnostic("info", src.path, "timestamps without a year (glog/syslog): year inferred from the file's other stamps or its modification time",
+                                          DiagCode.TIME_ASSUMED))
+        return Digest(src, tuple(matches), tuple(streams), tuple(self.anchors.values()), tuple(state.identities),
+                      tuple(state.diags), self.total, self.lines_total, self.skipped, state.lines_capped)
+
+
 def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
-            stream: BinaryIO | None = None) -> Digest:
+            stream: BinaryIO | None = None, scanner: Scanner | None = None) -> Digest:
     """Read one source to the end and return its digest. Problems become diagnostics; never raises
     on the source's content. ``stream`` reads from an open binary stream instead of ``src.path``."""
-    from correlator.extract.sources import open_source, text_probe
+    from correlator.extract.sources import open_source
 
-    opts = opts or ExtractOptions()
-    state = _State(src, engine, opts)
-    writers: dict[tuple, _Writer] = {}
-    anchors: dict[tuple, Anchor] = {}
-    total = 0
-    lines_total = 0
-    skipped = 0
+    x = Extractor(src, engine, opts, scanner)
     try:
         if stream is None:
             stream, kind = open_source(src)
         else:
             kind = "memory"
     except OSError as e:
-        return Digest(src, diagnostics=(Diagnostic("error", src.path, f"cannot open: {e.strerror or e}", DiagCode.UNREADABLE),))
-    keep = b""
-    keep_line = 1
-    tail = b""
-    head_done = False
-    offset = 0  # source offset of the first byte not yet in a processed region
-    carry = b""
-    in_long = False  # inside a line longer than the carry limit (processed in pieces)
+        return Digest(src, diagnostics=(Diagnostic("error", src.path, f"cannot open: {e.strerror or e}",
+                                                   DiagCode.UNREADABLE),))
     try:
         with stream:
-            read_size = opts.chunk_bytes
+            read_size = x.opts.chunk_bytes
             if src.kind == "file" and src.size is not None and 0 < src.size <= WHOLE_FILE_BYTES:
                 read_size = max(read_size, src.size + 1)  # a rank's file in one read: nothing to cut
-            chunks = _read(stream, read_size, src, state)
+            chunks = _read(stream, read_size, src, x.state)
             if src.stream == "error.json":
                 whole = b"".join(chunks)
                 converted, d = _error_json(whole, src)
                 if d:
-                    state.diags.append(d)
-                total = len(whole)
-                chunks = iter([converted])
-            first = True
-            for chunk in chunks:
-                keep, tail = _own(keep), _own(tail)  # views of the last buffer (``_whole_windows``)
-                if src.stream != "error.json":
-                    total += len(chunk)
-                if first:
-                    first = False
-                    if not text_probe(chunk[:8192]):
-                        state.diags.append(Diagnostic("warning", src.path,
-                                                      "looks binary, not a text log: skipped (pass a text log)",
-                                                      DiagCode.BINARY))
-                        rest = (src.size or 0) - len(chunk) if src.kind == "file" else 0
-                        skipped += len(chunk) + max(0, rest)  # not read: a device never ends
-                        total = skipped
+                    x.state.diags.append(d)
+                x.total = len(whole)
+                x.feed(converted, count=False)
+            else:
+                for chunk in chunks:
+                    x.feed(chunk)
+                    if x.stopped:
                         break
-                if (not carry and offset == 0 and src.kind == "file" and len(chunk) == src.size
-                        and chunk.endswith(b"\n")):
-                    cut: int | None = len(chunk)  # the whole file: no cut, no copy, nothing to hold back
-                else:
-                    cut = _cut_index(carry, chunk)
-                if cut is not None:  # the usual case: look-back, region and look-ahead in one copy
-                    in_long = False
-                    lc = len(carry)
-                    if not keep and not lc and cut == len(chunk):
-                        data = chunk
-                    else:
-                        rest = memoryview(chunk)[cut - lc:]
-                        data = b"".join((keep, carry, memoryview(chunk)[: cut - lc], _ahead_of(rest)))
-                    begin, end_region = len(keep), len(keep) + cut
-                    carry = chunk[cut - lc:]
-                    next_line, keep, tail, head_done = _process_data(
-                        state, data, begin, end_region, keep_line, offset, tail, writers, anchors, head_done)
-                    data = b""
-                    lines_total += next_line - keep_line
-                    keep_line = next_line
-                    offset += cut
-                    continue
-                data = carry + chunk
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    if len(data) <= MAX_LINE_BYTES * 4:
-                        carry = data
-                        continue
-                    cut = len(data)  # a line longer than any sane one: process what we have
-                    if keep_line != state.capped_line:
-                        state.capped_line = keep_line
-                        state.lines_capped += 1
-                    in_long = True
-                else:
-                    in_long = False
-                    cut = _hold_back(data, cut)
-                region, carry = data[:cut], data[cut:]
-                keep_line, keep, tail, head_done = _process_region(
-                    state, region, keep, keep_line, offset, tail, writers, anchors, head_done, carry)
-                lines_total += region.count(b"\n")
-                offset += len(region)
-            if carry:
-                region = carry if carry.endswith(b"\n") else carry + b"\n"
-                keep_line, keep, tail, head_done = _process_region(
-                    state, region, keep, keep_line, offset, tail, writers, anchors, head_done)
-                lines_total += region.count(b"\n")
-                offset += len(carry)
-                carry = b""
-            elif in_long:
-                lines_total += 1  # the over-long last line had no newline and was processed in pieces
+            x.end_of_input()
     except (EOFError, OSError, ValueError) as e:
-        what = {"gzip": "gzip", "zstd": "zstd", "bz2": "bz2", "xz": "xz"}.get(kind, "")
-        reason = str(e) or type(e).__name__
-        state.diags.append(Diagnostic(
-            "error", src.path,
-            f"{'truncated or corrupt ' + what + ' stream' if what else 'read error'} after {offset + len(carry)} "
-            f"bytes ({reason}); what came before was analysed, the rest is lost",
-            DiagCode.TRUNCATED if what else DiagCode.READ_ERROR))
-        if carry:
-            keep_line, keep, tail, head_done = _process_region(
-                state, carry + b"\n", keep, keep_line, offset, tail, writers, anchors, head_done)
-            offset += len(carry)
-    if total == 0 and not any(d.level == "error" for d in state.diags):
-        state.diags.append(Diagnostic("info", src.path, "empty: nothing to read", DiagCode.EMPTY))
-    for rule_id, (n, first_line) in sorted(state.timeouts.items()):
-        dropped = f"; after {MAX_TIMEOUTS} such lines the rule was not tried again in this source" if n >= MAX_TIMEOUTS else ""
-        state.diags.append(Diagnostic(
-            "warning", src.path,
-            f"rule {rule_id}: its pattern ran longer than the time limit on {n} line(s) (first: line {first_line}) "
-            f"and was abandoned there{dropped} (a catastrophic pattern? check it with 'correlate rules check')",
-            DiagCode.RULE_TIMEOUT, n))
-    if state.nul_bytes:
-        state.diags.append(Diagnostic(
-            "warning", src.path,
-            f"{state.nul_bytes} NUL byte(s) (first at byte {state.first_nul}) removed from the text: runs of NULs are "
-            f"what a file system leaves where a writer's blocks never reached the disk (a node that died, a file "
-            f"truncated under its writer)", DiagCode.NUL_BYTES, state.nul_bytes))
-    if state.bad_utf8_at is not None:
-        state.diags.append(Diagnostic("info", src.path, f"invalid UTF-8 (first at byte {state.bad_utf8_at}): "
-                                                        f"such bytes are shown as U+FFFD", DiagCode.INVALID_UTF8))
-    if not head_done:
-        _flush_head(state, writers, anchors)
-    if tail:
-        tail = _tail_window(state, tail)
-        _window_facts(state, tail, offset - len(tail), writers, anchors, head=False)
-    single = len(writers) <= 1 or src.file_rank is not None or src.file_local_rank is not None
-    streams = []
-    for key, w in writers.items():
-        lines = lines_total if single and len(writers) == 1 else w.lines
-        streams.append(StreamFacts(w.who, src.path, lines, w.first_ns, w.last_ns, w.last_offset,
-                                   w.last_step, w.last_step_ns, src.attempt, w.last_step_offset))
-    matches = list(state.matches)
-    for kept in state.tail_keep.values():
-        matches.extend(kept)
-    for rule_id, n in sorted(state.dropped.items()):
-        state.diags.append(Diagnostic("info", src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
-                                      DiagCode.MATCHES_NOT_KEPT, n))
-    if state.lines_capped:
-        state.diags.append(Diagnostic("warning", src.path,
-                                      f"{state.lines_capped} line(s) longer than {MAX_LINE_BYTES >> 20} MiB: "
-                                      f"scanned, but cut for matching and display", DiagCode.LONG_LINES_CUT,
-                                      state.lines_capped))
-    matches.sort(key=lambda m: m.offset)
-    if state.tz_assumed:
-        state.diags.append(Diagnostic("info", src.path, "timestamps without a zone: read as local time of the analysis zone (--tz)",
-                                      DiagCode.TIME_ASSUMED))
-    if state.year_inferred:
-        state.diags.append(Diagnostic("info", src.path, "timestamps without a year (glog/syslog): year inferred from the file's other stamps or its modification time",
-                                      DiagCode.TIME_ASSUMED))
-    return Digest(src, tuple(matches), tuple(streams), tuple(anchors.values()), tuple(state.identities),
-                  tuple(state.diags), total, lines_total, skipped, state.lines_capped)
+        x.fail(e, kind)
+    return x.finish()
 
 
 def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
@@ -1680,7 +1755,7 @@ def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_
     next_line = keep_line
     for a, b in _blocks(data, begin, end_region):
         _hygiene(state, data, offset + (a - begin), a, b, utf8=utf8)
-        lines = _scan_region(state.engine.scanner, data, a, b)
+        lines = _scan_region(state.scanner, data, a, b)
         line_no, counted_to = _process_candidates(state, _Buffer(data, a, offset - begin, next_line), lines)
         next_line = line_no + _count_nl(data, counted_to, b)  # = keep_line + lines up to b
     size = end_region - begin
