@@ -5,7 +5,12 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from correlator.model import TimeKind
+import io
+from pathlib import Path
+
+from correlator.extract import ExtractOptions, extract
+from correlator.extract.timestamps import resolve_tz
+from correlator.model import SourceInfo, TimeKind
 from correlator.pipeline import correlate
 
 from conftest import digest_of
@@ -256,3 +261,28 @@ def test_an_mpirun_tag_inside_a_line_hands_the_rest_to_that_rank(engine):
     assert ima == [(2, 0), (3, 2)]
     assert [m.text for m in d.matches if m.line == 2 and m.rule_id == "cuda.illegal-memory-access"] == [
         "what():  cudaEventQuery failed: an illegal memory access was encountered"]
+
+
+def test_an_extractor_fed_in_pieces_gives_the_digest_of_one_read_and_a_snapshot_changes_nothing(engine):
+    """``Extractor.feed`` takes the source in pieces of any size; ``snapshot`` is the digest so far
+    and leaves the extraction as it was."""
+    from correlator.extract.extractor import Extractor
+
+    path = Path(__file__).resolve().parent.parent / "sample_logs" / "lustre-eio-checkpoint"
+    logs = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix not in (".md", ".toml"))
+    data = max((p.read_bytes() for p in logs), key=len)
+    assert len(data) > 20_000
+    opts = ExtractOptions(tz=resolve_tz("UTC"))
+    src = SourceInfo(path="rank.log", kind="memory", size=len(data))
+    whole = extract(src, engine, opts, stream=io.BytesIO(data))
+    x = Extractor(src, engine, opts)
+    snaps = []
+    for i, at in enumerate(range(0, len(data), 7_777)):
+        x.feed(data[at:at + 7_777])
+        if i % 3 == 0:
+            snaps.append(x.snapshot())
+    assert x.snapshot() == whole  # all fed, ending in a newline: the snapshot is the whole digest
+    x.end_of_input()
+    assert x.finish() == whole
+    assert snaps[0].matches != whole.matches or len(snaps) == 1  # an early snapshot saw less
+    assert all(len(s.matches) <= len(whole.matches) for s in snaps)

@@ -1340,20 +1340,17 @@ class Extractor:
             self.carry = b""
 
     def snapshot(self) -> Digest:
-        """The digest of what was fed so far, without ending the extraction (``follow``): the
-        unfinished last line is left for the next ``feed``."""
+        """The digest of the complete lines fed so far, without ending the extraction (an unfinished
+        last line waits for the next ``feed``): the state is copied (all but the compiled engine and
+        scanner) and the copy finished."""
         import copy
 
-        state = self.state
-        twin = copy.copy(self)
-        twin.state = copy.copy(state)
-        twin.state.diags = list(state.diags)
-        twin.state.identities = list(state.identities)
-        twin.state.stamps = copy.copy(state.stamps)
-        twin.writers = {k: replace(w) for k, w in self.writers.items()}
-        twin.anchors = dict(self.anchors)
-        twin.carry = b""
+        memo = {id(self.state.engine): self.state.engine, id(self.state.scanner): self.state.scanner}
+        twin = copy.deepcopy(self, memo)
+        cut = twin.carry.rfind(b"\n") + 1
+        twin.carry = twin.carry[:cut]
         twin.in_long = False
+        twin.end_of_input()
         return twin.finish()
 
     def finish(self) -> Digest:
