@@ -168,6 +168,8 @@ class DiagCode(StrEnum):
     VERDICT_TORN_DOWN = "verdict-torn-down"
     #: a followed file was replaced or truncated
     FOLLOW_RESTART = "follow-restart"
+    #: an entry of a Parquet dataset that is no partition's Parquet file (left out by ``history``)
+    STRAY_FILE = "stray-file"
 
 
 @dataclass(frozen=True, slots=True)
