@@ -1,7 +1,9 @@
 """The ``correlate`` command: a thin front door over ``correlator.pipeline``.
 
 Parses options, calls the library, picks a renderer, and translates ``CorrelateError`` into one
-``error: ...`` line and an exit code (``ExitCode``). No analysis happens here.
+``error: ...`` line and an exit code (``ExitCode``). No analysis happens here. The lines it prints
+itself (errors, rule problems) name files and quote text from logs and rule files: their control
+characters are shown as escapes (``correlator.report.safe``), as the renderers do.
 """
 
 from __future__ import annotations
@@ -31,12 +33,20 @@ SUBCOMMANDS = {"analyze", "rules", "history", "--help", "-h", "--version"}
 FORMATS = ("terminal", "json", "markdown", "html", "trace")
 
 
+def _line(text: str) -> str:
+    """One printed line of ours: what it quotes (a file name with a newline or an escape) cannot act
+    on the terminal or start a line of its own."""
+    from correlator.report.safe import visible
+
+    return visible(text)
+
+
 def _fail(e: CorrelateError) -> None:
     code = ExitCode.NO_INPUT if isinstance(e, InputError) else ExitCode.USAGE
     text = f"error: {e}"
     if isinstance(e, RuleError) and e.hint is None:
         text += " (fix or remove that file; 'correlate rules check' lists every problem)"
-    typer.echo(text, err=True)
+    typer.echo(_line(text), err=True)
     raise typer.Exit(int(code))
 
 
@@ -144,7 +154,7 @@ def rules_check(
         loaded, problems = rulecheck.check_all(list(rules or ()), not no_builtin_rules)
     errors = [p for p in problems if p.level == "error"]
     for p in problems:
-        typer.echo(f"{p.level}: {p}", err=p.level == "error")
+        typer.echo(_line(f"{p.level}: {p}"), err=p.level == "error")
     if entries:
         bad = {p.path for p in errors}
         typer.echo(f"{len(loaded) - len(bad & {r.path for r in loaded})} of {len(loaded)} entries complete: "
@@ -333,8 +343,8 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - a bug: one line, not a traceback of megabytes of locals
-        print(f"error: internal error ({type(e).__name__}: {e}); please report it with the command line "
-              f"(CORRELATE_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        print(_line(f"error: internal error ({type(e).__name__}: {e}); please report it with the command line "
+                    f"(CORRELATE_TRACEBACK=1 shows the traceback)"), file=sys.stderr)
         if os.environ.get("CORRELATE_TRACEBACK"):
             raise
         sys.exit(int(ExitCode.INTERNAL))

@@ -7,18 +7,23 @@ one per job) through ``correlator.report.parquet.read_table`` and returns a froz
 ``HistorySummary``; ``render_table``, ``render_json`` and ``render_markdown`` print it.
 
 It reads only what ``report/parquet.py`` wrote; it never re-analyses logs. pyarrow is imported
-inside the reader.
+inside the reader. What it prints came from logs (host names, titles, job ids): every cell is made
+safe for a terminal (``correlator.report.safe``), Markdown cells can open no link, image or HTML,
+and the JSON writes no control character raw.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from correlator.errors import InputError, UsageError
+from correlator.report.markdown import md_cell, md_code
+from correlator.report.safe import json_safe, visible
 
 #: a node is a drain candidate once it was the root of this many distinct jobs' failures
 REPEAT_THRESHOLD = 2
@@ -156,6 +161,7 @@ def _ids(ids: tuple[str, ...], limit: int = 8) -> str:
 
 
 def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    rows = [tuple(visible(cell) for cell in row) for row in rows]  # widths are those of what is printed
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()] + \
@@ -164,7 +170,7 @@ def _grid(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
 
 def render_table(summary: HistorySummary) -> str:
     """Plain-text tables for a terminal."""
-    out = [f"{_jobs(summary.jobs)} in {summary.source}: " + ", ".join(f"{n} {v}" for v, n in summary.verdicts),
+    out = [visible(f"{_jobs(summary.jobs)} in {summary.source}: " + ", ".join(f"{n} {v}" for v, n in summary.verdicts)),
            f"rank-hours spanned: {summary.rank_hours:,.1f}", ""]
     out.append("nodes that were the root of more than one failure (candidates to drain):")
     if summary.repeated_roots:
@@ -187,11 +193,20 @@ def render_json(summary: HistorySummary) -> str:
     data = asdict(summary)
     data["schema"] = "correlate.history/1"
     data["verdicts"] = dict(summary.verdicts)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
+
+
+#: the ``]`` that would close a link's or an image's text
+_LINK_CLOSE = re.compile(r"\](?=[(\[:])")
 
 
 def _md(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("`", "\\`")
+    text = visible(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("`", "\\`")
+    return _LINK_CLOSE.sub(r"\\]", text)
+
+
+def _md_code(text: str) -> str:
+    return md_cell(md_code(text))
 
 
 def render_markdown(summary: HistorySummary) -> str:
@@ -216,7 +231,7 @@ def render_markdown(summary: HistorySummary) -> str:
     out += ["", "## Failures by rule", ""]
     if summary.rules:
         out += ["| rule | title | jobs | rank-hours | job ids |", "|---|---|---|---|---|"]
-        out += [f"| `{r.rule}` | {_md(r.title)} | {r.jobs} | {r.rank_hours:,.1f} | {_md(_ids(r.job_ids))} |"
+        out += [f"| {_md_code(r.rule)} | {_md(r.title)} | {r.jobs} | {r.rank_hours:,.1f} | {_md(_ids(r.job_ids))} |"
                 for r in summary.rules]
     else:
         out.append("None.")

@@ -34,7 +34,7 @@ RUNAWAY_S = 0.25
 
 #: The switch: while the entries are being written, an incomplete one is reported by
 #: ``rules check --entries`` only; set to True to make plain ``rules check`` fail on it too.
-ENTRIES_REQUIRED = False
+ENTRIES_REQUIRED = True
 #: the keys of an encyclopedia entry that every rule must write (``explains`` is apart: primary only)
 ENTRY_KEYS = ("looks_like", "domain", "restart", "cheapest_check", "when", "fingerprint", "versions", "prevention")
 #: path segments (and git refs) that name whatever is newest: the text behind them changes

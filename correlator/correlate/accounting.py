@@ -17,6 +17,7 @@ SKIP_CODES = frozenset({
     DiagCode.PATTERN_MATCHED_NOTHING, DiagCode.FOLDER_BY_PATTERN, DiagCode.SYMLINK_LOOP, DiagCode.TOO_MANY_FILES,
     DiagCode.BINARY, DiagCode.EMPTY, DiagCode.TRUNCATED, DiagCode.READ_ERROR, DiagCode.INTERNAL_ERROR,
     DiagCode.OUT_OF_MEMORY, DiagCode.NUL_BYTES, DiagCode.INVALID_UTF8, DiagCode.LONG_LINES_CUT,
+    DiagCode.TOO_DEEP, DiagCode.LINK_OUTSIDE,
 })
 #: codes of a source that was found but not read at all
 NOT_READ = frozenset({DiagCode.MISSING, DiagCode.UNREADABLE, DiagCode.NOT_A_LOG, DiagCode.NOT_A_REGULAR_FILE})

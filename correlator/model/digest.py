@@ -168,6 +168,14 @@ class DiagCode(StrEnum):
     VERDICT_TORN_DOWN = "verdict-torn-down"
     #: a followed file was replaced or truncated
     FOLLOW_RESTART = "follow-restart"
+    #: an entry of a Parquet dataset that is no partition's Parquet file (left out by ``history``)
+    STRAY_FILE = "stray-file"
+    #: the job id the logs state cannot name a Parquet partition; a stable hash of it stands in
+    JOB_ID_REPLACED = "job-id-replaced"
+    #: folders below the walk's depth cap were not read
+    TOO_DEEP = "too-deep"
+    #: a symbolic link that leads out of the folder given was not followed
+    LINK_OUTSIDE = "link-outside"
 
 
 @dataclass(frozen=True, slots=True)

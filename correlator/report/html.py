@@ -8,7 +8,9 @@ notable into one block (see ``_plan_lanes``).
 
 The page loads nothing: CSS and SVG are inline, there is no script at all, no font or image from
 anywhere, and a Content-Security-Policy forbids scripts and fetches in case anything slipped in.
-Every piece of text from a ``Report`` goes through ``html.escape``; log text is never evaluated.
+Every piece of text from a ``Report`` goes through ``html.escape`` after its control characters
+are made visible (``correlator.report.safe``: no raw C0/C1 control reaches the page, and a line
+break in a file name cannot start a line of a ``<pre>``); log text is never evaluated.
 It reads a ``Report`` and never recomputes analysis (positions on the time axis are the report's
 already corrected times). Shared wording comes from ``correlator.report.markdown``.
 """
@@ -36,6 +38,7 @@ from correlator.report.markdown import (
     select_timeline,
     who,
 )
+from correlator.report.safe import visible, visible_lines
 
 #: timeline table rows before the page says how many were left out (the picture shows all)
 TIMELINE_LIMIT = 500
@@ -99,7 +102,12 @@ _LABELS = ("root", "independent", "collateral", "teardown", "job", "context")
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(visible(str(text)), quote=True)
+
+
+def _e_lines(*lines: str) -> str:
+    """Lines of this module's own (a tooltip's), each escaped, joined by real line breaks."""
+    return "\n".join(_e(line) for line in lines)
 
 
 _BACKTICKS = re.compile(r"`([^`]+)`")
@@ -112,7 +120,8 @@ def _prose(text: str) -> str:
 
 
 def _inline_prose(text: str) -> str:
-    return _BACKTICKS.sub(r"<code>\1</code>", _e(text.strip()))
+    # a line break inside prose is HTML white space: kept, the other controls are shown
+    return _BACKTICKS.sub(r"<code>\1</code>", html.escape(visible_lines(text.strip()), quote=True))
 
 
 def _link(url: str) -> str:
@@ -172,7 +181,7 @@ def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, lane_budget:
         "All times are UTC.</p>",
         "</body></html>",
     ]
-    return "\n".join(p for p in parts if p)
+    return visible_lines("\n".join(p for p in parts if p))  # every piece was made safe; this catches one that was not
 
 
 def _detail_figure(report: Report, lane_budget: int) -> str:
@@ -774,14 +783,14 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tupl
             x = x_of(seconds)
             if len(members) == 1:
                 tip = (f"{fmt_time(first.time)} UTC ({fmt_delta(first.after_root_s)}) · {who(first.rank, first.host)} · "
-                       f"{first.rule} · {first.path}:{first.line}\n{clip(first.text, 300)}")
+                       f"{first.rule} · {first.path}:{first.line}", clip(first.text, 300))
             else:
                 ranks = sorted({e.rank for _, e in members if e.rank is not None})
                 rules = sorted({e.rule for _, e in members})
                 tip = (f"{len(members)} {kind} events from {fmt_time(first.time)} UTC · ranks {rank_ranges(ranks) or '-'} · "
-                       f"{', '.join(rules[:4])}\nfirst: {clip(first.text, 300)}")
+                       f"{', '.join(rules[:4])}", f"first: {clip(first.text, 300)}")
             svg.append(f'<rect class="m-{kind}" x="{x - 1.5:.1f}" y="{ly + 2:.1f}" width="3" height="{_LANE_H - 4}">'
-                       f'<title>{_e(tip)}</title></rect>')
+                       f'<title>{_e_lines(*tip)}</title></rect>')
 
     drawn = False
     if root is not None and root_s is not None and inside(root_s):
@@ -797,11 +806,11 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tupl
             text = root_event.text if root_event is not None else (root.evidence[0].text if root.evidence else root.title)
             where = (f"{root_event.path}:{root_event.line}" if root_event is not None
                      else (f"{root.evidence[0].path}:{root.evidence[0].line}" if root.evidence else ""))
-            tip = (f"ROOT CAUSE {fmt_time(root.time)} UTC · {who(root.rank, root.host, root.local_rank)} · "
-                   f"{root.rule} · {where}\n{clip(text, 300)}")
+            root_tip = (f"ROOT CAUSE {fmt_time(root.time)} UTC · {who(root.rank, root.host, root.local_rank)} · "
+                        f"{root.rule} · {where}", clip(text, 300))
             ident = ' id="root-event"' if root_id else ""
             svg.append(f'<g{ident} class="root-event" data-rank="{_e(root.rank)}" data-rule="{_e(root.rule)}">'
-                       f'<title>{_e(tip)}</title>'
+                       f'<title>{_e_lines(*root_tip)}</title>'
                        f'<polygon points="{xr:.1f},{cy - 7:.1f} {xr + 7:.1f},{cy:.1f} {xr:.1f},{cy + 7:.1f} {xr - 7:.1f},{cy:.1f}"/>'
                        f'<text class="lbl-root" x="{xr + 9:.1f}" y="{cy + 4:.1f}">root</text></g>')
             drawn = root_id

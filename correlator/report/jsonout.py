@@ -1,6 +1,8 @@
 """The JSON report (schema ``correlate.report/1``, DESIGN §6): the stable contract for machines.
 
-Fields are added in later versions, never renamed or removed without a new schema id.
+Fields are added in later versions, never renamed or removed without a new schema id. Strings keep
+the exact text read; no control character is written raw (json escapes C0,
+``correlator.report.safe.json_safe`` DEL, C1 and the bidi controls), so the file is safe to print.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from enum import Enum
 from typing import Any
 
 from correlator.model import Report, field_names
+from correlator.report.safe import json_safe
 
 SCHEMA = "correlate.report/1"
 
@@ -46,4 +49,4 @@ def to_dict(report: Report) -> dict[str, Any]:
 
 
 def render(report: Report) -> str:
-    return json.dumps(to_dict(report), indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(to_dict(report), indent=2, ensure_ascii=False)) + "\n"

@@ -7,9 +7,11 @@ view helpers that the HTML renderer reuses so both documents say the same thing 
 timeline capping, time and delay formatting, rank ranges).
 
 It reads a ``Report`` and never recomputes analysis: no ordering, attribution or clock work
-happens here. Log text is already secret-masked upstream; here it is only quoted safely: every
-piece of log text goes into a code span (where Markdown and HTML are inert), and table cells
-escape ``|`` so a log line cannot break the table.
+happens here. Log text is already secret-masked upstream; here it is only quoted safely: control
+characters are shown as escapes (``correlator.report.safe``), log lines go into code spans or a
+fence longer than any run of tildes they hold (where Markdown and HTML are inert), plain text is
+escaped, prose (which quotes host names, paths and titles from the logs) can open neither raw HTML
+nor a link or image, and table cells escape ``|`` so a log line cannot break the table.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import datetime, timezone
 from correlator.model import compress_ranks
 from correlator.model.evidence import describe
 from correlator.model import DiagCode, Report, RootCause, TimelineEvent, Verdict
+from correlator.report.safe import visible, visible_lines
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out
 TIMELINE_LIMIT = 200
@@ -137,7 +140,8 @@ def rank_ranges(ranks: Iterable[int]) -> str:
 
 
 def clip(text: str, limit: int = TEXT_LIMIT) -> str:
-    text = text.replace("\r", " ").replace("\n", " ⏎ ")
+    """One line of log text for a table, a tooltip or a fence: line breaks marked, controls shown, capped."""
+    text = visible(text.replace("\r", " ").replace("\n", " ⏎ "))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -333,15 +337,21 @@ def select_timeline(events: Sequence[TimelineEvent], limit: int) -> tuple[list[T
 # --- Markdown quoting ----------------------------------------------------------------------------
 
 _MD_PUNCT = re.compile(r"([\\`*_\[\]<>~&])")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+#: a code span as CommonMark reads one: a backtick run not escaped and not part of a longer run,
+#: closed by a run of exactly its length (a looser match would leave live text unescaped)
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 #: what can open raw HTML in CommonMark (a tag, a closing tag, a comment, a declaration);
 #: ``<=`` or ``< 5`` cannot, and stay readable
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+#: the ``]`` that would close a link's or image's text (``[t](url)``, ``[t][ref]``) and the one of
+#: a link reference definition at a line's start (``[ref]: url``); written as a character
+#: reference, which CommonMark shows as ``]`` and never reads as structure
+_LINK_CLOSE = re.compile(r"\](?=[(\[])|(?m:^([ \t]*\[[^\]\n]*)\](?=:))")
 
 
 def md_code(text: str) -> str:
     """Inline code span that holds any text (backticks, HTML, pipes) literally."""
-    text = text.replace("\r", " ").replace("\n", " ⏎ ")
+    text = visible(text.replace("\r", " ").replace("\n", " ⏎ "))
     if not text:
         return "` `"
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
@@ -352,7 +362,7 @@ def md_code(text: str) -> str:
 
 def md_escape(text: str) -> str:
     """Plain text (a host name, a title) with every Markdown/HTML-active character escaped."""
-    return _MD_PUNCT.sub(r"\\\1", text.replace("\r", " ").replace("\n", " "))
+    return _MD_PUNCT.sub(r"\\\1", visible(text.replace("\r", " ").replace("\n", " ")))
 
 
 def md_cell(text: str) -> str:
@@ -360,16 +370,31 @@ def md_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def md_prose(text: str) -> str:
-    """Rule prose keeps its Markdown (code spans, emphasis) but cannot open raw HTML or autolinks."""
+def _inert(text: str) -> str:
+    """Prose outside code spans: no raw HTML, autolink, link, image or link definition can open."""
+    return _LINK_CLOSE.sub(lambda m: (m.group(1) or "") + "&#93;", _TAG_START.sub("&lt;", text))
+
+
+def md_prose(text: str, *, inline: bool = False) -> str:
+    """Rule prose keeps its Markdown (code spans, emphasis) but cannot open raw HTML, autolinks,
+    links or images; the attribution's sentences (``why``) quote host names, paths and titles from
+    the logs, so the same holds for them. ``inline`` text (a list item) is kept on one line: a line
+    break in it could start a heading or a new list below the item."""
+    text = visible(text.replace("\r", " ").replace("\n", " ")) if inline else visible_lines(text.replace("\r", " "))
     out: list[str] = []
     pos = 0
     for m in _CODE_SPAN.finditer(text):
-        out.append(_TAG_START.sub("&lt;", text[pos:m.start()]))
+        out.append(_inert(text[pos:m.start()]))
         out.append(m.group(0))
         pos = m.end()
-    out.append(_TAG_START.sub("&lt;", text[pos:]))
+    out.append(_inert(text[pos:]))
     return "".join(out).strip()
+
+
+def fence_for(lines: Iterable[str], char: str = "~") -> str:
+    """A code fence longer than any run of ``char`` in ``lines`` (at least three), so no line closes it."""
+    longest = max((len(m) for line in lines for m in re.findall(re.escape(char) + "+", line)), default=0)
+    return char * max(3, longest + 1)
 
 
 def _md_link(url: str) -> str:
@@ -409,7 +434,7 @@ def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT) -> str:
     out += _diagnostics_section(report)
     out += ["---", f"_Written by correlate from report schema `{md_escape(report.schema)}`; "
                    "all times UTC._", ""]
-    return "\n".join(out)
+    return visible_lines("\n".join(out))  # every piece was made safe; this catches one that was not
 
 
 def _verdict_line(report: Report) -> list[str]:
@@ -468,18 +493,19 @@ def _root_section(report: Report) -> list[str]:
     out.append("")
     if root.context:
         # the lines around the root line in its own stream (the traceback above it), as written
-        fence = "~~~~" if any("~~~" in x for x in root.context) else "~~~"
+        shown = [clip(x) for x in root.context]
+        fence = fence_for(shown)
         out += ["Around it:", "", fence + "text"]
-        out += [clip(x) for x in root.context]
+        out += shown
         out += [fence, ""]
     if root.why:
-        out += ["### Why this rank", ""] + [f"- {md_prose(w)}" for w in root.why] + [""]
+        out += ["### Why this rank", ""] + [f"- {md_prose(w, inline=True)}" for w in root.why] + [""]
     if root.mechanism:
         out += ["### Mechanism", "", md_prose(root.mechanism), ""]
     if root.fix:
         out += ["### Fix", "", md_prose(root.fix), ""]
     if root.confirm:
-        out += ["### Confirm", ""] + [f"- [ ] {md_prose(c)}" for c in root.confirm] + [""]
+        out += ["### Confirm", ""] + [f"- [ ] {md_prose(c, inline=True)}" for c in root.confirm] + [""]
     if root.prevention:
         out += ["### Prevention", "", md_prose(root.prevention), ""]
     if root.references:
@@ -494,7 +520,7 @@ def _chain_section(report: Report) -> list[str]:
     for number, link in enumerate(report.chain, start=1):
         ranks = f" ranks {md_escape(link.ranks)}" if link.ranks else ""
         count = f" ({link.count})" if link.count > 1 else ""
-        summary = f" — {md_prose(link.summary)}" if link.summary else ""
+        summary = f" — {md_prose(link.summary, inline=True)}" if link.summary else ""
         out.append(f"{number}. **{md_escape(link.stage)}** {md_code(link.rule)}{ranks}{count}{summary}")
     return out + [""]
 

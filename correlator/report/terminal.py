@@ -1,6 +1,9 @@
 """The terminal summary (DESIGN §1): the verdict, the evidence line, collateral, why, fix, confirm.
 
-Plain text unless ``color=True`` (the CLI asks for colour only when stdout is a TTY).
+Plain text unless ``color=True`` (the CLI asks for colour only when stdout is a TTY). Every line
+of a block is made safe (``correlator.report.safe.visible``) as it is laid out, so no log line,
+file name or rule text can act on the terminal or start a line of its own; the only control codes
+written are this module's colours.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from correlator.model.evidence import HANG_KINDS, ODD_COLLECTIVE_KINDS, Evidence
 from correlator.model import expand_ranks
 from correlator.model import DiagCode, Report, Verdict
 from correlator.report.markdown import survived_notes
+from correlator.report.safe import visible
 
 _W = 14  # width of the left label column
 _WIDTH = 100
@@ -29,7 +33,7 @@ def _block(label: str, lines: list[str], color: bool, code: str = "1") -> list[s
     out = []
     for i, line in enumerate(lines):
         head = _c(label.ljust(_W), code, color) if i == 0 else " " * _W
-        out.append(head + line)
+        out.append(head + visible(line))
     return out
 
 

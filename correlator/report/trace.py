@@ -18,7 +18,8 @@ Format" with a ``traceEvents`` list):
 
 Timestamps are whole microseconds since the earliest time in the report (``otherData.t0_utc``); events
 without any time cannot be placed and are counted in ``otherData.untimed_events``. It reads a
-``Report`` and never recomputes analysis.
+``Report`` and never recomputes analysis. No control character is written raw: json escapes C0,
+``correlator.report.safe.json_safe`` the rest (DEL, C1, bidi controls), with the same value.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from correlator.model import Report, TimelineEvent, iso
+from correlator.report.safe import json_safe
 from correlator.report.markdown import parse_dt, who
 
 #: thread id base of a host's lines that name no rank (plus the host's pid)
@@ -189,4 +191,5 @@ def render(report: Report) -> str:
     trace = build(report)
     lines = [json.dumps(event, ensure_ascii=False, separators=(",", ":")) for event in trace["traceEvents"]]
     head = json.dumps({k: v for k, v in trace.items() if k != "traceEvents"}, ensure_ascii=False)
-    return head[:-1] + ', "traceEvents": [\n' + ",\n".join(lines) + "\n]}\n"
+    # DEL, C1 and bidi controls from log text are written as \\u escapes, like the C0 ones json escapes
+    return json_safe(head[:-1] + ', "traceEvents": [\n' + ",\n".join(lines) + "\n]}\n")
