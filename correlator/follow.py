@@ -35,12 +35,9 @@ from correlator.model import (
 )
 from correlator.extract.timestamps import resolve_tz
 
-#: lines that end the job: after one of them, a short grace period collects late flushes, then stop
-END_RULES = frozenset({
-    "slurm.step-cancelled", "slurm.job-step-aborted", "slurm.time-limit", "slurm.preempted", "slurm.node-fail",
-    "slurm.job-requeued", "slurm.srun-terminating-step", "slurm.task-exited", "slurm.task-killed",
-    "slurm.unkillable-step", "launcher.child-failed-error",
-})
+#: the tag of rules whose line ends the job (a SLURM cancel or abort, srun's exited tasks, torchrun's
+#: ChildFailedError summary): after one of them, a short grace period collects late flushes, then stop
+JOB_END_TAG = "job-end"
 #: bytes before a new piece that are read again, so that its first lines have context and a time
 LOOK_BACK = 64 << 10
 #: a last line without a newline is left for the next look until it is this long
@@ -111,10 +108,10 @@ class _Source:
         self.__init__(*keep)  # type: ignore[misc]
 
     def add(self, d: Digest, skip_before: int, back_lines: int, base_offset: int, base_line: int,
-            whole: bool) -> None:
+            whole: bool, end_rules: frozenset[str] = frozenset()) -> None:
         """Merge the digest of one piece. Its offsets start at ``base_offset`` of the source, its
         lines at ``base_line``; matches before ``skip_before`` (the look-back, ``back_lines``
-        lines) were seen already."""
+        lines) were seen already. A match of one of ``end_rules`` says the job ended."""
         for m in d.matches:
             if m.offset < skip_before:
                 continue
@@ -128,7 +125,7 @@ class _Source:
                 if len(last) == KEEP_LAST:
                     self.dropped[m.rule_id] = self.dropped.get(m.rule_id, 0) + 1
                 last.append(m)
-            if m.rule_id in END_RULES:
+            if m.rule_id in end_rules:
                 self.end_seen = True
         single = len(d.streams) == 1
         for s in d.streams:
@@ -231,6 +228,7 @@ class Follower:
         self.opts = opts or pipeline.Options()
         self.rules = list(rules) if rules is not None else pipeline.load_engine_rules(self.opts)
         self.engine = Engine(self.rules, self.opts.scanner)
+        self.end_rules = frozenset(r.id for r in self.rules if JOB_END_TAG in r.tags)
         self.xopts = ExtractOptions(tz=resolve_tz(self.opts.tz), scanner=self.opts.scanner)
         self.sources: dict[str, _Source] = {}
         self.found_diags: list[Diagnostic] = []
@@ -314,7 +312,7 @@ class Follower:
         d = extract(replace(st.src, size=end - start), self.engine, self.xopts, stream=stream)
         if any(x.code is DiagCode.BINARY for x in d.diagnostics):
             st.binary = True
-        st.add(d, back, back_lines, start, st.lines - back_lines, whole=False)
+        st.add(d, back, back_lines, start, st.lines - back_lines, whole=False, end_rules=self.end_rules)
         st.bytes_read += max(0, d.bytes_read - back)
         with open(path, "rb") as f:  # did the piece end inside a line?
             f.seek(end - 1)
@@ -328,7 +326,7 @@ class Follower:
         st.whole = True
         st.size_seen = size
         d = extract(replace(st.src, size=size), self.engine, self.xopts)
-        st.add(d, 0, 0, 0, 0, whole=True)
+        st.add(d, 0, 0, 0, 0, whole=True, end_rules=self.end_rules)
         st.bytes_read, st.lines, st.offset = d.bytes_read, d.lines, size
         return True
 
@@ -364,7 +362,7 @@ class Follower:
         joined = back + piece
         d = extract(replace(st.src, size=len(joined)), self.engine, self.xopts, stream=io.BytesIO(joined))
         back_lines = back.count(b"\n")
-        st.add(d, len(back), back_lines, st.offset - len(back), st.lines - back_lines, whole=False)
+        st.add(d, len(back), back_lines, st.offset - len(back), st.lines - back_lines, whole=False, end_rules=self.end_rules)
         st.bytes_read += len(piece)
         st.lines += piece.count(b"\n")
         st.partial = not piece.endswith(b"\n")

@@ -259,3 +259,26 @@ def test_follow_output_is_redacted(tmp_path, secret):
     out = io.StringIO()
     rep = fl.follow([str(tmp_path)], Options(tz="UTC"), interval_s=0.05, out=out, quiet_s=0.3)
     assert secret not in out.getvalue() and secret not in repr(rep)
+
+
+def test_the_job_end_is_a_tag_of_the_rules_not_a_list_of_ids(tmp_path):
+    """``--follow`` stops at a line of any rule tagged ``job-end`` (a user's own too), and at no
+    other: the set comes from the rules."""
+    from dataclasses import replace as dc_replace
+
+    from correlator.ruleset import load_rules
+
+    rules = load_rules()
+    by_id = {r.id: r for r in rules}
+    tagged = {r.id for r in rules if fl.JOB_END_TAG in r.tags}
+    assert {"slurm.time-limit", "launcher.child-failed-error", "slurm.task-exited"} <= tagged
+    assert all(by_id[i].role.value in ("teardown", "job") for i in tagged)
+    line = "slurmstepd: error: *** JOB 4242 ON gpu-a01 CANCELLED AT 2026-11-30T10:00:00 DUE TO TIME LIMIT ***\n"
+    (tmp_path / "slurm-4242.out").write_text("step=1\n" + line)
+    f = fl.Follower([str(tmp_path)], Options(tz="UTC"), rules=rules)
+    f.poll()
+    assert f.end_seen
+    untagged = [dc_replace(r, tags=tuple(t for t in r.tags if t != fl.JOB_END_TAG)) for r in rules]
+    g = fl.Follower([str(tmp_path)], Options(tz="UTC"), rules=untagged)
+    g.poll()
+    assert not g.end_seen  # the same line, its rule without the tag: the job goes on
