@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from correlator.model import RankState, Verdict
 from correlator.pipeline import correlate
@@ -468,3 +469,20 @@ def test_a_kernel_xid_line_names_the_rank_whose_gpu_is_on_that_bus(engine):
     rep = run(engine, files, **{f"rank-{r}.log": {"file_rank": r} for r in range(4)})
     assert rep.root_cause.rule == "gpu-hardware.fallen-off-bus"
     assert (rep.root_cause.rank, rep.root_cause.host) == (2, "gpu-a02")
+
+
+def test_a_failure_reported_about_an_absent_peer_names_neither_the_printers_rank_nor_host(tmp_path):
+    """The agents that joined a rendezvous print its timeout; the culprit is the node that never
+    came. A rule tagged ``absent-peer`` makes a root whose host and rank are not the printer's, for
+    any such rule and any host naming (here two host folders of torchrun agents)."""
+    from correlator.pipeline import Options, analyze
+
+    log = Path(__file__).parent / "recorded" / "rdzv-timeout" / "node0.log"
+    for host in ("gpu-a01", "gpu-a02"):
+        (tmp_path / host).mkdir()
+        (tmp_path / host / "torchrun.log").write_bytes(log.read_bytes())
+    report = analyze([str(tmp_path)], Options(tz="UTC", workers=1))
+    rc = report.root_cause
+    assert rc is not None and rc.rule == "launcher.rendezvous-error"
+    assert rc.host is None and rc.rank is None
+    assert any("never came" in w for w in rc.why)

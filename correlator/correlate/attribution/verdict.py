@@ -23,6 +23,10 @@ from correlator.model import (
 )
 from correlator.model import NS
 
+#: a rule whose line is printed by the processes that were present about one that never came (a
+#: rendezvous timeout): its printer is not the culprit
+ABSENT_PEER_TAG = "absent-peer"
+
 #: collateral with one of these tags, after a normal end, can be shutdown chatter (a communicator
 #: closed, the store's server went away first); a peer's connection lost mid-collective (``peer-loss``
 #: alone: gloo's "Connection closed by peer" raised in a training step) is not
@@ -241,6 +245,10 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
     else:
         specific = "primary " if r.rule.priority >= policy.GENERIC_PRIORITY else ""
         w.why.append(f"{who_text(r)} has the earliest {specific}failure: {r.rule.title}")
+    if ABSENT_PEER_TAG in r.rule.tags:
+        w.why.append(f"{who_text(r)} only reports it: the line is printed by the processes that were there, and "
+                     f"the cause is one that never came (its log names none: compare the allocation with the "
+                     f"hosts that logged)")
     if not rest:
         w.why.append("it is the only rank with a failure that can start a cascade")
     else:
@@ -509,8 +517,11 @@ def _root_cause(w: _Work, root_ev: Ev | None, verdict: Verdict, decided: K, conf
     else:
         tie_ranks = sorted({c.rank for c in tie if c.rank is not None})
     job = verdict is Verdict.JOB_LEVEL  # the job ended: no rank is at fault, whichever file said so
+    # a failure reported by those present about one absent (a rendezvous nobody else joined): not the
+    # printing process's, so neither its rank nor its host is named
+    absent = ABSENT_PEER_TAG in rule.tags
     return RootCause(
-        rank=None if job else root_rank, host=root_ev.m.who.host,
+        rank=None if job or absent else root_rank, host=None if absent else root_ev.m.who.host,
         local_rank=None if job or wave else root_ev.m.who.local_rank,
         rule=rule.id, title=rule.title, category=rule.category, severity=str(rule.severity),
         time=iso(root_ev.t), confidence=round(max(policy.CONF_MIN, min(policy.CONF_MAX, confidence)), 2),
