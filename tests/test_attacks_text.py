@@ -255,3 +255,123 @@ def test_fence_is_longer_than_any_run_of_tildes() -> None:
     assert markdown.fence_for(["plain"]) == "~~~"
     assert markdown.fence_for(["a ~~~ b"]) == "~~~~"
     assert markdown.fence_for(["~~~~", "x ~~~~~~~~ y"]) == "~" * 9
+
+
+# --- item 3: job ids from log text ----------------------------------------------------------------
+
+
+def _job_named_in_a_line(folder: Path, job_line_id: str) -> Path:
+    """A job whose only job id is in the scheduler's line (the file is not named slurm-<id>)."""
+    write_job(folder, "4242")
+    text = (folder / "slurm-4242.out").read_text().replace("*** STEP 4242.0 ON", f"*** JOB {job_line_id} ON")
+    (folder / "slurm-4242.out").unlink()
+    (folder / "train.out").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("job_line_id", [".5", "..", "9" * 3900, "a" * 65, "+1"])
+def test_a_job_id_that_cannot_name_a_partition_is_replaced_by_a_stable_hash(tmp_path: Path, job_line_id: str) -> None:
+    from correlator.model import DiagCode
+    from correlator.pipeline import Options, analyze
+    from correlator.report import parquet
+
+    folder = _job_named_in_a_line(tmp_path / "job", job_line_id)
+    reports = [analyze([str(folder)], Options(workers=1, tz="UTC")) for _ in range(2)]
+    ids = [r.job["id"] for r in reports]
+    assert ids[0] == ids[1] and re.fullmatch(r"job-[0-9a-f]{12}", str(ids[0])), ids
+    said = [d for d in reports[0].diagnostics if d.code is DiagCode.JOB_ID_REPLACED]
+    assert len(said) == 1 and said[0].level == "warning" and str(ids[0]) in said[0].message
+    assert "--job-id" in said[0].message and len(said[0].message) < 400
+    assert reports[0].root_cause is not None and reports[0].root_cause.rank == 1
+    written = parquet.write_parquet(reports[0], tmp_path / "pq", str(ids[0]))
+    assert all(p.is_file() for p in written) and written[0].parent.name == f"job_id={ids[0]}"
+
+
+@pytest.mark.parametrize("job_line_id, expected", [("55595933.0", "55595933"), ("1234+1", "1234"), ("77", "77")])
+def test_a_plain_job_id_from_a_line_is_kept(tmp_path: Path, job_line_id: str, expected: str) -> None:
+    from correlator.model import DiagCode
+    from correlator.pipeline import Options, analyze
+
+    report = analyze([str(_job_named_in_a_line(tmp_path / "job", job_line_id))], Options(workers=1, tz="UTC"))
+    assert report.job["id"] == expected
+    assert not [d for d in report.diagnostics if d.code is DiagCode.JOB_ID_REPLACED]
+
+
+def test_the_cli_writes_the_parquet_partition_of_a_job_dot_five(tmp_path: Path) -> None:
+    folder = _job_named_in_a_line(tmp_path / "job", ".5")
+    r = cli(str(folder), "--tz", "UTC", "--parquet", str(tmp_path / "pq"), "-f", "json")
+    assert r.returncode == 0, r.stderr  # was 70: "job id '' cannot name a partition"
+    doc = json.loads(r.stdout)
+    assert (tmp_path / "pq" / "incidents" / f"job_id={doc['job']['id']}" / "part-0.parquet").is_file()
+    assert [d["code"] for d in doc["diagnostics"] if d["code"] == "job-id-replaced"] == ["job-id-replaced"]
+
+
+# --- item 6: folder walking -----------------------------------------------------------------------
+
+
+def _nest(top: Path, levels: int) -> Path:
+    """``top/d/d/.../d`` (``levels`` folders), made one level at a time (``os.makedirs`` recurses)."""
+    path = top
+    for _ in range(levels):
+        path = path / "d"
+        path.mkdir()
+    return path
+
+
+def test_a_thousand_nested_folders_are_walked_without_recursion(tmp_path: Path) -> None:
+    from correlator.extract import sources
+
+    job = write_job(tmp_path / "job", "4242")
+    bottom = _nest(job, 1100)
+    (bottom / "rank-0.log").write_text("2026-03-02 14:01:00,000 - train - INFO - step=100 loss=2.31\n")
+    (job / "d" / "d" / "d" / "note-abc.log").write_text("[eval] ok\n")  # shallow: read
+    r = cli(str(job), "--tz", "UTC", "-f", "json")
+    assert r.returncode == 0, r.stderr  # was 70: RecursionError
+    doc = json.loads(r.stdout)
+    assert doc["root_cause"]["rank"] == 1 and doc["stats"]["sources"] == 2
+    (deep,) = [d for d in doc["diagnostics"] if d["code"] == "too-deep"]
+    assert deep["level"] == "warning" and deep["path"].count("/d") == sources.MAX_DEPTH + 1
+    assert doc["stats"]["skipped"]["too-deep"]["sources"] == 1
+    # a pattern with ** walks the same way
+    r = cli(str(job) + "/**/*.out", "--tz", "UTC", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["root_cause"]["rank"] == 1
+
+
+def test_links_that_leave_the_folder_given_are_not_followed(tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "4242")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # outside the folder: a rank's OOM an hour earlier would change the verdict if it were read
+    (elsewhere / "rank-3.log").write_text("2026-03-02 13:00:00,000 - train - INFO - step=1\ntorch.OutOfMemoryError: "
+                                          "CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    (job / "sub").mkdir()
+    (job / "sub" / "note-abc.log").write_text("[eval] ok\n")
+    os.symlink("/etc", job / "etc")
+    os.symlink(elsewhere / "rank-3.log", job / "rank-3.log")
+    os.symlink(elsewhere, job / "more")
+    os.symlink(job / "sub", job / "same-sub")  # inside: followed (and the folder read once)
+    os.symlink("..", job / "sub" / "up")  # back to the top: inside, a loop
+    r = cli(str(job), "--tz", "UTC", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["root_cause"]["rank"] == 1 and doc["stats"]["sources"] == 2  # the job and sub/note-abc.log
+    outside = sorted(Path(d["path"]).name for d in doc["diagnostics"] if d["code"] == "link-outside")
+    assert outside == ["etc", "more", "rank-3.log"]
+    assert doc["stats"]["skipped"]["link-outside"]["sources"] == 3
+    assert not any("/etc/" in (e["path"] or "") for e in doc["timeline"])
+    assert any(d["code"] == "symlink-loop" for d in doc["diagnostics"])
+    # what the user names is read: the link's target passed by name
+    r = cli(str(job), str(elsewhere / "rank-3.log"), "--tz", "UTC", "-f", "json")
+    assert json.loads(r.stdout)["stats"]["sources"] == 3
+
+
+@pytest.mark.parametrize("pattern, path, hit", [
+    ("**/*.log", "a/b/c.log", True), ("**/*.log", "c.log", True), ("**/*.log", "a/.hidden/c.log", False),
+    ("*/x/**", "a/x/y/z", True), ("*/x/**", "a/y/z", False), ("**/rank-*.out", "a/rank-1.out", True),
+    ("**/*.log", "a/.c.log", False), (".*/**/*.log", ".cache/a/c.log", True),
+])
+def test_recursive_patterns_match_like_glob(pattern: str, path: str, hit: bool) -> None:
+    from correlator.extract.sources import _glob_match
+
+    assert _glob_match(pattern.split("/"), path.split("/")) is hit

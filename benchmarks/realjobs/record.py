@@ -216,6 +216,35 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _listening_ports() -> set[int]:
+    """TCP ports in LISTEN state on this host (read from /proc, so nothing connects to them)."""
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A":  # TCP_LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _rdzv_port(argv: list[str]) -> str:
+    """The port of a node's ``--rdzv-endpoint HOST:PORT`` (inside ``sh -c '... torchrun ...'``)."""
+    text = " ".join(argv)
+    return text.split("--rdzv-endpoint", 1)[1].split()[0].rsplit(":", 1)[1]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while port not in _listening_ports():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return  # the case's own wait reports what went wrong
+        time.sleep(0.2)
+
+
 def _env(case: Case, record: Path, ckpt: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
     env.update(BASE_ENV)
@@ -313,7 +342,11 @@ def record_case(case: Case, versions: str) -> float:
             procs.append((subprocess.Popen(argv, cwd=out, env=penv, stdout=fh, stderr=subprocess.STDOUT,
                                            start_new_session=True), fh))
             if case.layout == "nodes" and i == 0:
-                time.sleep(1.0)  # node0 hosts the rendezvous store: let it come up first
+                # node0 hosts the rendezvous store: start the others only once it listens. Whichever
+                # agent binds the port first hosts the store, and under load node0's torch import can
+                # take longer than a fixed head start (then node1 hosts it and node0's log shows the
+                # store going away instead of its workers' failure).
+                _wait_listening(int(_rdzv_port(argv)), procs[0][0], timeout_s=CASE_TIMEOUT_S)
         deadline = time.monotonic() + CASE_TIMEOUT_S
         for p, fh in procs:
             try:
@@ -420,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     args = ap.parse_args(argv)
     by_name = {c.name: c for c in CASES}
+    # torchrun must be the one installed with this interpreter's torch, also when the recorder is run
+    # as venv/bin/python without activating the venv (PATH would then find no torchrun, or another's)
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     if args.list:
         for c in CASES:
             print(f"{c.name:36s} {c.layout:13s} {c.what}")

@@ -363,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-cluster-dir", action="store_true", help="keep the cluster's temp dir (daemon logs)")
     args = ap.parse_args(argv)
     by_name = {c.name: c for c in CASES}
+    # torchrun must be the one installed with this interpreter's torch, also when the recorder is run
+    # as venv/bin/python without activating the venv (PATH would then find no torchrun, or another's)
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     if args.list:
         for c in CASES:
             print(f"{c.name:24} {c.expected}")

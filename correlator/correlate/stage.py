@@ -66,8 +66,11 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     times = [t for s in streams for t in (s.first_ns, s.last_ns) if t is not None]
     times += [m.time_ns for m in matches if m.time_ns is not None]
     hosts = sorted({r.host for r in rows if r.host} | {m.who.host for m in matches if m.who.host})
+    the_id, id_note = job_id_of(digests, job_id)
+    if id_note is not None:
+        all_diags.append(id_note)
     job: dict[str, object] = {
-        "id": job_id_of(digests, job_id),
+        "id": the_id,
         "ranks": len(known),
         "hosts": hosts,
         "start": iso(min(times)) if times else None,
@@ -120,18 +123,40 @@ def _tables_disagree(tables: Sequence[IdentityFact], root_rank: int | None) -> s
             f"whole-second failure of its own node and cannot see the others")
 
 
-def job_id_of(digests: Sequence[Digest], given: str | None) -> str:
-    """The job's id: given, else from a SLURM output file's name, else from a line, else a hash of the paths."""
+#: a job id read from a file name or a log line is used as it is only in this shape: it names the
+#: job's Parquet partition (a folder), so it must be a short plain file name (not ``.`` or ``..``)
+PLAIN_JOB_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _stand_in(text: str) -> str:
+    """A stable name for an id that cannot be used: the same text always gives the same name."""
+    return f"job-{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
+def job_id_of(digests: Sequence[Digest], given: str | None) -> tuple[str, Diagnostic | None]:
+    """The job's id, and a diagnostic when the one the inputs state could not be used.
+
+    Given (``--job-id``: the user's choice, used as it is), else from a SLURM output file's name,
+    else from a line (``JOB 1234.0 ON ...``: the job of the step, ``1234+1``: of the component),
+    else a hash of the paths. An id from a name or a line that is not ``PLAIN_JOB_ID`` (``JOB .5
+    ON``, an id of thousands of characters) is not used: a later plain one is, else a stable hash
+    of the first, and the diagnostic says so."""
     if given:
-        return given
-    for d in digests:
-        m = re.search(r"slurm-(\d+)", d.source.path)
-        if m:
-            return m.group(1)
-    for d in digests:
-        for m in d.matches:
-            j = m.capture("job_id") or m.capture("jobid")
-            if j:
-                return j.split(".")[0]
+        return given, None
+    rejected: str | None = None
+    candidates = [m.group(1) for d in digests for m in [re.search(r"slurm-(\d+)", d.source.path)] if m]
+    candidates += [j for d in digests for m in d.matches for j in [m.capture("job_id") or m.capture("jobid")] if j]
+    for raw in candidates:
+        text = re.split(r"[.+]", raw, maxsplit=1)[0]
+        if PLAIN_JOB_ID.fullmatch(text) and text not in (".", ".."):
+            return text, None
+        rejected = rejected if rejected is not None else raw
+    if rejected is not None:
+        name = _stand_in(rejected)
+        shown = rejected if len(rejected) <= 80 else rejected[:80] + f"… ({len(rejected):,} characters)"
+        return name, Diagnostic(
+            "warning", None, f"the job id in the logs, {shown!r}, cannot name a Parquet partition (the job's part, "
+            f"before any '.' or '+', must be 1 to 64 letters, digits, '_' or '-'): the job is called {name} "
+            "(a hash of it); pass --job-id to name it", DiagCode.JOB_ID_REPLACED)
     h = hashlib.sha1("\n".join(sorted(d.source.path for d in digests)).encode()).hexdigest()[:12]
-    return f"job-{h}"
+    return f"job-{h}", None

@@ -1,7 +1,9 @@
 """Finding and opening inputs, and what a file's name and place say about who wrote it.
 
 Owns: expanding paths (files, folders walked without following link loops, globs, ``-``),
-skipping what is not a log (with a diagnostic), sniffing compression by magic bytes, and reading
+walking folders without recursion to a depth cap (``MAX_DEPTH``) and following a symbolic link
+only while it stays inside the folder given (a link to ``/etc`` in a log folder is reported, not
+read), skipping what is not a log (with a diagnostic), sniffing compression by magic bytes, and reading
 identity from names (``rank-17.out``, ``slurm-1234_17.out``, ``attempt_0/3/stderr.log``). It reads
 no log content beyond a few magic bytes.
 """
@@ -9,6 +11,7 @@ no log content beyond a few magic bytes.
 from __future__ import annotations
 
 import bz2
+import fnmatch
 import glob
 import gzip
 import io
@@ -33,6 +36,9 @@ NOT_LOGS = frozenset({
 })
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".bz2": "bz2", ".xz": "xz"}
 MAX_FILES = 200_000
+#: folders more than this many levels below a folder given are not read (log folders are a few
+#: levels deep; a deeper one can be passed by name)
+MAX_DEPTH = 32
 
 _RANK_WORD = re.compile(r"(?:^|[^a-z])(?:rank|proc|task|worker)[-_.]?(\d{1,6})(?!\d)", re.I)
 _SLURM_JOB = re.compile(r"slurm-(\d+)(?:[_.](\d{1,6}))?\.(?:out|err|log)", re.I)
@@ -117,6 +123,119 @@ def _number_family(paths: list[str]) -> dict[str, int]:
     return out
 
 
+def _inside(real: str, base: str) -> bool:
+    """Whether the resolved path ``real`` is the folder ``base`` (resolved) or below it."""
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def walk(top: str, diags: list[Diagnostic]) -> Iterator[tuple[str, bool]]:
+    """Every entry below the folder ``top`` as ``(path, is_folder)``: depth first, in name order,
+    each folder's files before its folders, without recursion (however deep the tree).
+
+    A symbolic link is followed only when its target is inside ``top``; one that leads out is
+    reported (``LINK_OUTSIDE``) and passed over. A folder already entered (a link loop) is not
+    entered again (``SYMLINK_LOOP``); folders more than ``MAX_DEPTH`` levels down are not entered
+    (one ``TOO_DEEP`` diagnostic for the input, counting them)."""
+    base = os.path.realpath(top)
+    visited: set[tuple[int, int]] = set()
+    too_deep: list[str] = []
+    stack: list[tuple[str, int]] = [(top, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            st = os.stat(folder)
+            key = (st.st_dev, st.st_ino)
+            if key in visited:
+                diags.append(Diagnostic("warning", folder, "symlink loop: folder already read, not descended again",
+                                        DiagCode.SYMLINK_LOOP))
+                continue
+            visited.add(key)
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:  # unreadable, or vanished or lost its permission while walking
+            diags.append(Diagnostic("error", folder, f"cannot read folder: {e.strerror or e}", DiagCode.UNREADABLE))
+            continue
+        folders: list[str] = []
+        for entry in entries:
+            path = os.path.join(folder, entry.name)
+            if entry.is_symlink():
+                target = os.path.realpath(path)
+                if not _inside(target, base):
+                    diags.append(Diagnostic("warning", path, f"symbolic link to {target}, outside {top}: not followed; "
+                                            "pass the target by name to read it", DiagCode.LINK_OUTSIDE))
+                    continue
+            try:
+                is_folder = entry.is_dir()
+            except OSError:
+                is_folder = False
+            if is_folder:
+                folders.append(path)
+            else:
+                yield path, False
+        for path in folders:
+            yield path, True
+        if folders and depth >= MAX_DEPTH:
+            too_deep.extend(folders)
+            continue
+        stack.extend((path, depth + 1) for path in reversed(folders))
+    if too_deep:
+        more = f" (and {len(too_deep) - 1} more folders as deep)" if len(too_deep) > 1 else ""
+        diags.append(Diagnostic("warning", too_deep[0], f"more than {MAX_DEPTH} folder levels below {top}: not "
+                                f"read{more}; pass a folder this deep by name to read it", DiagCode.TOO_DEEP,
+                                count=len(too_deep)))
+
+
+def _glob_component(pattern: str, name: str) -> bool:
+    if name.startswith(".") and not pattern.startswith("."):  # as glob: wildcards skip hidden names
+        return False
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _glob_match(parts: list[str], names: list[str]) -> bool:
+    """Whether path components ``names`` match pattern components ``parts`` (``**``: any number of
+    components, hidden ones excepted), without recursion."""
+
+    def close(states: set[int]) -> set[int]:
+        out = set(states)
+        for i in sorted(states):
+            while i < len(parts) and parts[i] == "**":
+                i += 1
+                out.add(i)
+        return out
+
+    states = close({0})
+    for name in names:
+        nxt: set[int] = set()
+        for i in states:
+            if i < len(parts):
+                if parts[i] == "**":
+                    if not name.startswith("."):
+                        nxt.add(i)
+                elif _glob_component(parts[i], name):
+                    nxt.add(i + 1)
+        states = close(nxt)
+        if not states:
+            return False
+    return len(parts) in states
+
+
+def _glob_recursive(pattern: str, diags: list[Diagnostic]) -> list[str]:
+    """What a ``**`` pattern matches, found by ``walk`` (Python's glob recurses once per folder
+    level and follows every link): the folder before the first wildcard is walked."""
+    parts = pattern.split(os.sep)
+    first = next(i for i, p in enumerate(parts) if glob.has_magic(p))
+    top = os.sep.join(parts[:first]) or (os.sep if pattern.startswith(os.sep) else "")
+    if not os.path.isdir(top or "."):
+        return []
+    rest = parts[first:]
+    hits = []
+    for path, _ in walk(top or ".", diags):
+        rel = os.path.relpath(path, top or ".")
+        if _glob_match(rest, rel.split(os.sep)):
+            hits.append(path if top else rel)
+    return hits
+
+
 def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[SourceInfo], list[Diagnostic]]:
     """Expand the user's inputs into sources, with a diagnostic for each thing passed over."""
     diags: list[Diagnostic] = []
@@ -124,9 +243,6 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
     seen: set[str] = set()
     #: paths the user did not name (found in a folder or by a pattern): FIFOs and devices there are skipped
     unnamed: set[str] = set()
-
-    def walk_error(e: OSError) -> None:
-        diags.append(Diagnostic("error", e.filename, f"cannot read folder: {e.strerror or e}", DiagCode.UNREADABLE))
 
     def add(path: str) -> None:
         real = os.path.realpath(path)
@@ -140,25 +256,11 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
             found.append("-")
             continue
         if os.path.isdir(item):
-            visited: set[tuple[int, int]] = set()
-            for root, dirs, files in os.walk(item, followlinks=True, onerror=walk_error):
-                try:
-                    st = os.stat(root)
-                except OSError as e:  # vanished or lost permission while walking
-                    diags.append(Diagnostic("error", root, f"cannot read folder: {e.strerror or e}",
-                                           DiagCode.UNREADABLE))
-                    dirs[:] = []
+            for path, is_folder in walk(item, diags):
+                if is_folder:
                     continue
-                if (st.st_dev, st.st_ino) in visited:  # a symlink loop: do not descend again
-                    diags.append(Diagnostic("warning", root, "symlink loop: folder already read, not descended again",
-                                           DiagCode.SYMLINK_LOOP))
-                    dirs[:] = []
-                    continue
-                visited.add((st.st_dev, st.st_ino))
-                dirs.sort()
-                for f in sorted(files):
-                    add(os.path.join(root, f))
-                    unnamed.add(os.path.join(root, f))
+                add(path)
+                unnamed.add(path)
                 if len(found) > MAX_FILES:
                     diags.append(Diagnostic("error", item, f"more than {MAX_FILES} files: stopped walking",
                                            DiagCode.TOO_MANY_FILES))
@@ -166,7 +268,7 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
         elif os.path.exists(item) or os.path.islink(item):
             add(item)
         elif any(c in item for c in "*?["):
-            hits = sorted(glob.glob(item, recursive=True))
+            hits = sorted(_glob_recursive(item, diags) if "**" in item else glob.glob(item))
             if not hits:
                 diags.append(Diagnostic("warning", item, "no file matches this pattern", DiagCode.PATTERN_MATCHED_NOTHING))
             for h in hits:

@@ -1,0 +1,226 @@
+"""Hostile input, secrets: every kind of credential that reaches a log is masked in every output.
+
+One table, ``KINDS``: a realistic log line per kind of secret, the secret's sensitive part (what must
+appear nowhere), the mask that must appear instead, and a piece of a file name that carries the
+same secret. The matrix test copies a real sample job (``sample_logs/cuda-oom-per-rank``) into a
+temporary folder, inserts the lines among the root rank's lines (just before its failure, so that
+they are its evidence, its timeline events and its context), moves the root rank's file under
+folders named with the secrets, runs the real CLI for each output format (terminal, JSON,
+Markdown, HTML, trace, and ``--parquet DIR`` read back with pyarrow) and looks for the secrets.
+The same jobs analysed without masking show every secret in every output (the matrix is not empty
+by construction). Ordinary log text (every sample job and real log of the repository) is left
+exactly as it was.
+
+All secrets here are made up, from a seeded generator; they only have the shape of real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import string
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from correlator.report.redact import MASK, redact, redact_report
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_logs" / "cuda-oom-per-rank"
+ROOT_FILE = "rank-5.out"  # the root rank's own file in that job (expected.toml: root_rank = 5)
+OUTPUTS = ("terminal", "json", "markdown", "html", "trace", "parquet")
+ALNUM = string.ascii_letters + string.digits
+HEX = "0123456789abcdef"
+
+
+def _tok(seed: str, n: int, alphabet: str = ALNUM) -> str:
+    """A made-up secret of ``n`` characters, the same in every run, different for every seed; with a
+    capital, a small letter and a digit when the alphabet has them (as generated keys do)."""
+    rnd = random.Random(seed)
+    while True:
+        s = "".join(rnd.choice(alphabet) for _ in range(n))
+        if all(any(c in cls for c in s) for cls in (string.ascii_uppercase, string.ascii_lowercase, string.digits)
+               if any(c in cls for c in alphabet)):
+            return s
+
+
+@dataclass(frozen=True)
+class Kind:
+    line: str  # the log line, as a program prints it
+    secrets: tuple[str, ...]  # what must appear nowhere once masked (a split secret has two parts)
+    mask: str  # what must appear instead (free of quotes and <>&, which renderers escape)
+    piece: str  # a piece of a file name with the secret ("/" makes folders of it)
+
+
+def _kinds() -> dict[str, Kind]:
+    k: dict[str, Kind] = {}
+
+    def add(name: str, line: str, secret: str | tuple[str, ...], mask: str, piece: str) -> None:
+        k[name] = Kind(line, secret if isinstance(secret, tuple) else (secret,), mask, piece)
+
+    # --- the shapes masked before this round -------------------------------------------------------
+    hf = "hf_" + _tok("hf", 34, string.ascii_letters)
+    add("huggingface", f"huggingface_hub.errors.HfHubHTTPError: 401 Client Error: Unauthorized ({hf})", hf[3:],
+        "hf_***", hf)
+    hf2 = "hf_" + _tok("hf-arg", 34, string.ascii_letters)
+    add("huggingface-arg", f"ValueError: bad arguments Namespace(model='llama', hf_token='{hf2}', bf16=True)", hf2[3:],
+        "hf_token=", f"hf_token={hf2}")
+    akia = "AKIA" + _tok("akia", 16, string.ascii_uppercase + string.digits)
+    add("aws-access-key-id", f"botocore.exceptions.ClientError: An error occurred (InvalidAccessKeyId): {akia}",
+        akia[4:], "AKIA***", akia)
+    aws = _tok("aws-secret", 40, ALNUM + "+")
+    add("aws-secret-env", f"RuntimeError: environment rejected: AWS_SECRET_ACCESS_KEY={aws} AWS_REGION=us-east-1",
+        aws, "AWS_SECRET_ACCESS_KEY=***", f"AWS_SECRET_ACCESS_KEY={aws}")
+    aws2 = _tok("aws-secret-json", 40, ALNUM + "+")
+    add("aws-secret-json", f'botocore.exceptions.NoCredentialsError: credentials {{"SecretAccessKey": "{aws2}"}}',
+        aws2, "***", f"SecretAccessKey={aws2}")
+    ghp = "ghp_" + _tok("ghp", 36)
+    add("github-classic", f"RuntimeError: git push of the checkpoint failed with {ghp}", ghp[4:], "gh_***", ghp)
+    pat = "github_pat_" + _tok("pat1", 22) + "_" + _tok("pat2", 59)
+    add("github-fine-grained", f"subprocess.CalledProcessError: Command 'GH_TOKEN={pat} gh release download' "
+        f"returned non-zero exit status 1.", pat[11:], "GH_TOKEN=***", pat)
+    wb = _tok("wandb-env", 40, HEX)
+    add("wandb-env", f"wandb.errors.CommError: WANDB_API_KEY={wb} was rejected", wb, "WANDB_API_KEY=***",
+        f"WANDB_API_KEY={wb}")
+    wb2 = _tok("wandb-login", 40, HEX)
+    add("wandb-login", f"subprocess.CalledProcessError: Command 'wandb login {wb2}' returned non-zero exit status 1.",
+        wb2, "wandb login ***", f"wandb login {wb2}")
+    wb3 = _tok("wandb-call", 40, HEX)
+    add("wandb-login-call", f'wandb.errors.UsageError: wandb.login(key="{wb3}") failed', wb3, "***",
+        f"wandb.login(key={wb3})")
+    wb4 = _tok("wandb-netrc", 40, HEX)
+    add("netrc", f"RuntimeError: bad .netrc line: machine api.wandb.ai login user password {wb4}", wb4,
+        "password ***", f"login user password {wb4}")
+    wv1 = "wandb_v1_" + _tok("wv1a", 32) + "_" + _tok("wv1b", 48)
+    add("wandb-v1", f"wandb.errors.AuthenticationError: API key {wv1} is invalid", wv1[9:], "wandb_v1_***", wv1)
+    oai = "sk-proj-" + _tok("openai", 40)
+    add("openai", f"openai.AuthenticationError: Incorrect API key provided: {oai}", oai[8:], "sk-***", oai)
+    opaque = _tok("bearer", 40, ALNUM + "-._~")
+    add("bearer", f"RuntimeError: request to the registry failed after sending Bearer {opaque}", opaque,
+        "Bearer ***", f"Bearer {opaque}")
+    basic = _tok("basic", 28) + "=="
+    add("authorization-basic", f"requests.exceptions.HTTPError: 401 for headers {{'Authorization': 'Basic {basic}'}}",
+        basic, "Authorization", f"Authorization: Basic {basic}")
+    pw1 = _tok("pw-kv", 14, ALNUM + "-!")
+    add("password-kv", f"psycopg2.OperationalError: connection to db failed: password={pw1} host=db", pw1,
+        "password=***", f"password={pw1}")
+    pw2 = _tok("pw-opt", 14, ALNUM + "-!")
+    add("password-option", f"subprocess.CalledProcessError: Command 'python sync.py --password {pw2} --epochs 3' "
+        f"returned non-zero exit status 2.", pw2, "--password ***", f"--password {pw2}")
+    pw3 = _tok("pw-opt-eq", 14, ALNUM + "-!")
+    add("password-option-eq", f"RuntimeError: mlflow server --db-password={pw3} exited with 1", pw3,
+        "--db-password=***", f"--db-password={pw3}")
+    pw4 = _tok("pw-yaml", 14, ALNUM + "-!")
+    add("password-yaml", f"yaml.constructor.ConstructorError: in cfg.yaml, DB_PASSWORD: '{pw4}'", pw4, "DB_PASSWORD",
+        f"DB_PASSWORD: {pw4}")
+    pw5 = _tok("pw-url", 14)
+    add("url-credentials", f"OSError: [Errno 5] Input/output error: 'https://ckptuser:{pw5}@store.example.com/c.pt'",
+        pw5, "https://***:***@store.example.com", f"https%3A%2F%2Fckptuser%3A{pw5}%40store.example.com")
+    pw6 = _tok("pw-redis", 14)
+    add("url-credentials-no-user", f"redis.exceptions.ConnectionError: Error connecting to redis://:{pw6}@cache:6379/0",
+        pw6, "redis://***:***@cache", f"redis%3A%2F%2F%3A{pw6}%40cache")
+    body = _tok("pem-1", 64, ALNUM + "+")
+    add("private-key-one-string", f"ValueError: Could not deserialize key data: b'-----BEGIN RSA PRIVATE KEY-----\\n"
+        f"{body}\\n{_tok('pem-2', 64, ALNUM + '+')}\\n-----END RSA PRIVATE KEY-----\\n'", body,
+        "-----BEGIN PRIVATE KEY-----***", f"-----BEGIN RSA PRIVATE KEY-----{body}")
+    body2 = _tok("pem-3", 64, ALNUM + "+")
+    add("private-key-begin-only", f"ValueError: Could not deserialize key data: -----BEGIN OPENSSH PRIVATE KEY----- "
+        f"{body2}", body2, "-----BEGIN PRIVATE KEY-----***", f"-----BEGIN OPENSSH PRIVATE KEY-----{body2}")
+    xoxb = "xoxb-" + _tok("xoxb-1", 12, string.digits) + "-" + _tok("xoxb-2", 24)
+    add("slack-bot-token", f"slack_sdk.errors.SlackApiError: invalid_auth for {xoxb}", xoxb[5:], "xox-***", xoxb)
+    tw = _tok("token-word", 32)
+    add("token-word", f"RuntimeError: refresh failed for token {tw}", tw, "token ***", f"token {tw}")
+
+    # --- issue 17, item 11 ------------------------------------------------------------------------
+    jwt = "eyJ" + _tok("jwt-h", 30) + ".eyJ" + _tok("jwt-p", 60) + "." + _tok("jwt-s", 43, ALNUM + "-_")
+    add("jwt", f"jwt.exceptions.ExpiredSignatureError: Signature has expired: {jwt}", jwt[3:], "eyJ***", jwt)
+    hook = _tok("slack-hook", 24)
+    add("slack-webhook", f"requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+        f"https://hooks.slack.com/services/T0ABCDEFG/B0HIJKLMN/{hook}", hook, "hooks.slack.com/services/***",
+        f"hooks.slack.com/services/T0ABCDEFG/B0HIJKLMN/{hook}")
+    aiza = "AIza" + _tok("aiza", 35, ALNUM + "-_")
+    add("google-api-key", f"google.api_core.exceptions.PermissionDenied: 403 API key not valid: {aiza}", aiza[4:],
+        "AIza***", aiza)
+    pkid = _tok("gcp-pkid", 40, HEX)
+    add("gcp-private-key-id", f'google.auth.exceptions.MalformedError: {{"type": "service_account", '
+        f'"private_key_id": "{pkid}", "client_email": "trainer@proj.iam.gserviceaccount.com"}}', pkid,
+        "private_key_id", f"private_key_id={pkid}")
+    azk = _tok("azure-key", 86, ALNUM + "+") + "=="
+    add("azure-account-key", f"ValueError: Connection string is invalid: DefaultEndpointsProtocol=https;"
+        f"AccountName=ckpts;AccountKey={azk};EndpointSuffix=core.windows.net", azk, "AccountKey=***",
+        f"AccountKey={azk}")
+    sig = _tok("sas-1", 20) + "%2B" + _tok("sas-2", 20) + "%3D"
+    add("azure-sas", f"azure.core.exceptions.ResourceNotFoundError: c.pt?sv=2022-11-02&sp=r&se=2026-03-03T00:00Z"
+        f"&sig={sig} on ckpts.blob.core.windows.net", sig, "sig=***", f"c.pt?sv=2022-11-02&sp=r&sig={sig}")
+    sk = _tok("django-secret", 50, ALNUM + "!@#%^-_=+")
+    add("secret-key-env", f"RuntimeError: settings rejected: SECRET_KEY={sk} DEBUG=0", sk, "SECRET_KEY=***",
+        f"SECRET_KEY={sk}")
+    jsk = _tok("jwt-secret", 32)
+    add("jwt-secret-key-env", f"RuntimeError: token service exited: JWT_SECRET_KEY={jsk}", jsk, "JWT_SECRET_KEY=***",
+        f"JWT_SECRET_KEY={jsk}")
+    pg = _tok("pgpassword", 16)
+    add("pgpassword", f"subprocess.CalledProcessError: Command 'PGPASSWORD={pg} psql -h db -U trainer' returned "
+        f"non-zero exit status 2.", pg, "PGPASSWORD=***", f"PGPASSWORD={pg}")
+    dbp = _tok("db-pass", 12)
+    add("db-pass", f"sqlalchemy.exc.OperationalError: login failed with DB_PASS={dbp} DB_HOST=db", dbp, "DB_PASS=***",
+        f"DB_PASS={dbp}")
+    stripe = "sk_live_" + _tok("stripe", 24)
+    add("stripe", f"stripe.error.AuthenticationError: Invalid API Key provided: {stripe}", stripe[8:], "sk_live_***",
+        stripe)
+    glpat = "glpat-" + _tok("glpat", 20, ALNUM + "-_")
+    add("gitlab", f"RuntimeError: git fetch failed: HTTP Basic: Access denied for {glpat}", glpat[6:], "glpat-***",
+        glpat)
+    pypi = "pypi-AgEIcHlwaS5vcmc" + _tok("pypi", 140, ALNUM + "-_")
+    add("pypi", f"RuntimeError: twine upload failed: 403 Invalid or non-existent authentication for {pypi}",
+        pypi[8:], "pypi-***", pypi)
+    kag = _tok("kaggle", 32, HEX)
+    add("kaggle", f'ValueError: kaggle.json is not valid: {{"username":"alice","key":"{kag}"}}', kag, "***",
+        f'kaggle "key":"{kag}"')
+    sess = _tok("sessionid", 32, string.ascii_lowercase + string.digits)
+    add("cookie-sessionid", f"requests.exceptions.TooManyRedirects: with headers {{'Cookie': 'sessionid={sess}; "
+        f"csrftoken={_tok('csrf', 32)}'}}", sess, "Cookie", f"Cookie: sessionid={sess}")
+    amz = _tok("amz-sig", 64, HEX)
+    add("s3-presigned", f"botocore.exceptions.ClientError: 403 Forbidden: c.pt?X-Amz-Expires=3600"
+        f"&X-Amz-Signature={amz}&X-Amz-SignedHeaders=host", amz, "X-Amz-Signature=***",
+        f"c.pt?X-Amz-Expires=3600&X-Amz-Signature={amz}")
+    sshp = _tok("sshpass", 14, ALNUM + "!%")
+    add("sshpass", f"subprocess.CalledProcessError: Command 'sshpass -p {sshp} ssh gpu-c01 nvidia-smi' returned "
+        f"non-zero exit status 5.", sshp, "sshpass -p ***", f"sshpass -p {sshp}")
+    # a Hugging Face token cut by a \r frame: the error in the frame before the cut, and after it
+    split1 = "hf_" + _tok("hf-split-1", 34, string.ascii_letters)
+    add("hf-token-split-by-frame", f"OSError: could not log in with token {split1[:15]}\r{split1[15:]}: 401",
+        (split1[3:15], split1[15:]), "hf_***", f"{split1[:15]}\r{split1[15:]}")
+    split2 = "hf_" + _tok("hf-split-2", 34, string.ascii_letters)
+    add("hf-token-split-last-frame", f"Logging in with {split2[:12]}\r{split2[12:]} OSError: 401 Client Error",
+        (split2[3:12], split2[12:]), MASK, f"{split2[:12]}\r{split2[12:]}")
+    hf3 = "hf_" + _tok("hf-file", 34, string.ascii_letters)
+    add("hf-token-in-file-name", f"OSError: [Errno 5] Input/output error: '/lustre/ckpt/llama_{hf3}/step_1200.pt'",
+        hf3[3:], "llama_hf_***", f"llama_{hf3}")
+    return k
+
+
+KINDS = _kinds()
+#: kinds per job: the terminal shows the first three evidence lines of the root cause
+GROUP = 3
+GROUPS = [sorted(KINDS)[i:i + GROUP] for i in range(0, len(KINDS), GROUP)]
+
+
+def test_the_table_covers_enough_kinds():
+    assert len(KINDS) >= 36
+    secrets = [s for kind in KINDS.values() for s in kind.secrets]
+    assert len(set(secrets)) == len(secrets), "every kind has its own secret"
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_each_kind_is_masked_in_its_line_and_its_file_name(name):
+    kind = KINDS[name]
+    for text in (kind.line, f"/scratch/jobs/{kind.piece}/{ROOT_FILE}"):
+        out = redact(text)
+        assert not [s for s in kind.secrets if s in out], out
+        assert MASK in out, out
+    assert kind.mask in redact(kind.line)
+    assert redact(redact(kind.line)) == redact(kind.line)
