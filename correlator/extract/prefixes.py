@@ -10,30 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from correlator.extract import dialects
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-# One or more stacked prefixes at the start of a line. Order in real logs: srun label, then the
-# torchrun --tee tag, then PyTorch's own rank tag; mpirun's --tag-output tag stands alone.
-_PREFIX = re.compile(
-    # a runner that tags each process's stream (milabench: "<bench>.<host>.nolog [stderr] ")
-    r"(?:[^\s\[]{1,200} \[std(?:out|err)\] ?)?"
-    # Ray prints an actor tag first: "(WorkerDict pid=26110, ip=10.0.0.7) "
-    # (older Ray prints only "(pid=34272) ")
-    r"(?:\((?:(?P<actor>[A-Za-z_][\w.]{0,60}) )?pid=(?P<pid>\d{1,9})(?:, ip=(?P<ip>[\d.]{7,15}))?\) )?"
-    # pdsh (DeepSpeed multi-node, clush) prints the host: "worker-1: ", "gpu-a09: " (or an IP
-    # address); a name must hold a digit and not be a word that ends many plain messages ("rank0: ")
-    r"(?:(?P<host>(?!slurmstepd|(?:rank|local_rank|step|epoch|iter|iteration|cuda|device|batch|layer|loss|gpu\d|GPU)\d*[:\s])"
-    r"[A-Za-z][A-Za-z0-9_-]{0,40}\d[A-Za-z0-9_.-]{0,40}"
-    # or its IP address, as a hostfile may name the workers: "10.0.0.6: "
-    r"|(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}): )?"
-    r"(?:\s{0,6}(?P<task>\d{1,6}): )?"
-    # torchrun with a log-line prefix template naming the host: "[gpu187:2]:", "[node1:4]:"
-    r"(?:\[(?P<hl_host>[A-Za-z][\w.-]{0,60}):(?P<hl_local>\d{1,5})\]:)?"
-    r"(?:\[(?!rank\d)(?P<role>[A-Za-z_][A-Za-z_]*?)(?P<local>\d{1,5})\]:)?"
-    r"(?:\[rank(?P<rank>\d{1,6})\]:)?"
-)
-_MPI = re.compile(r"\[(?P<job>\d+),(?:mpirank:)?(?P<rank>\d{1,6})(?:,[^\]\s]{1,80})?\]<std(?:out|err)>:")
+# One or more stacked prefixes at the start of a line, and mpirun's stand-alone tags: built from the
+# dialect registry (``dialects.PREFIXES``, ``dialects.STANDALONE``)
+_PREFIX = re.compile(dialects.prefix_regex())
+_MPI = re.compile(dialects.STANDALONE[0].pattern)
 #: mpirun --timestamp-output: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:message"
-_MPI_STAMPED = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?): \[(?P<job>\d+),(?:mpirank:)?(?P<rank>\d{1,6})(?:,[^\]\s]{1,80})?\]<std(?:out|err)>:")
+_MPI_STAMPED = re.compile(dialects.STANDALONE[1].pattern)
 #: a plain line naming its rank inside the message (no prefix): ``[Rank 5] ...``, ``[RANK 5]``, or
 #: a logger's bracket that ends with it (OLMo: ``CRITICAL [olmo.util:158, rank=6] ...``)
 _RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]|\[[^\[\]\n]{0,80}?,\s*rank=(\d{1,6})\]")

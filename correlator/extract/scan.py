@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from correlator.cache import cache_dir
+from correlator.extract import dialects
 
 #: set to "regex" (or "fallback") to force the pure-Python scanner
 ENV_SCANNER = "CORRELATE_SCANNER"
@@ -507,17 +508,11 @@ PROGRESS_HINT = rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b[ \t\r\f\v]*[=:
 #: ``extract._PROGRESS`` itself for one line (its ``\s`` cannot meet a newline there): with the
 #: leftmost start of each match, a line's first match and so its step number come from Hyperscan
 PROGRESS_EXACT = rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b[ \t\r\f\v]*[=:]?[ \t\r\f\v]*\d{1,9}\b"
-STAMP_HINTS = (rb"[0-9\x80-\xbf]:[0-5]", rb"^\[?(?:1[5-9]|2[0-4])")
+STAMP_HINTS = tuple(hint for hint, _ in dialects.stamp_hints())
 #: the other line classes of a window: a line start that may hold a launcher prefix (after a
 #: newline, pdsh hosts and Ray actor tags included; ``extract._MAYBE_PREFIX``), an NCCL origin line, a
 #: blank line (ASCII whitespace only)
-MAYBE_PREFIX = (rb"\n(?:[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9.\x80-\xff]{1,24}: |\[[A-Za-z_]+[0-9\x80-\xff]"
-                # mpirun --timestamp-output: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:"
-                rb"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{8,20}Z?: \[[0-9]+,"
-                # a host:local-rank tag ("[ip-10-0-1-5:3]:")
-                rb"|\[[A-Za-z][A-Za-z0-9_.-]{0,60}:[0-9]{1,5}\]:"
-                rb"|\[[0-9\x80-\xff]+,|[A-Za-z][A-Za-z0-9_.-]{0,40}[0-9\x80-\xff][A-Za-z0-9_.\x80-\xff-]{0,160}: "
-                rb"|\((?:[A-Za-z_][\w.\x80-\xff]{0,240} )?pid=|[^ \t\n\[]{1,800} \[std(?:out|err)\])")
+MAYBE_PREFIX = dialects.prefix_hints()
 NCCL_LINE = rb" NCCL "
 #: lines that may start with an srun task label or a ``[rankN]:`` tag (``extract._SRUN_PREFIX``,
 #: ``extract._RANK_PREFIX``); the hit's own line is the one to check
@@ -559,7 +554,8 @@ class WindowFinder:
         self._lines_scratch = hyperscan.Scratch(self._lines)
         self._prefixes = _small_db(list(RANK_PREFIX_HINTS), [0, 0])
         self._prefixes_scratch = hyperscan.Scratch(self._prefixes)
-        self._hint = _small_db(list(STAMP_HINTS), [0, hyperscan.HS_FLAG_MULTILINE])
+        self._hint = _small_db(list(STAMP_HINTS), [hyperscan.HS_FLAG_MULTILINE if multi else 0
+                                                   for _, multi in dialects.stamp_hints()])
         self._hint_scratch = hyperscan.Scratch(self._hint)
 
     def progress_lines(self, data: bytes) -> list[int]:

@@ -1,4 +1,4 @@
-"""The timestamp registry: every time format these logs carry, parsed to UTC nanoseconds.
+"""Timestamps parsed to UTC nanoseconds, in the formats of the dialect registry (``dialects.STAMPS``).
 
 Pure functions. A parse says what it had to assume: the zone (stamps without one are local time
 of the ``--tz`` zone), the year (glog and syslog stamps carry none: it is inferred from a reference
@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
+from correlator.extract import dialects
 from correlator.model import NS
-_HALF_YEAR_NS = 183 * 86_400 * NS
 
-_MONTHS = {m: i for i, m in enumerate(
-    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
+_HALF_YEAR_NS = 183 * 86_400 * NS
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,42 +34,10 @@ class Parsed:
     span: tuple[int, int]
 
 
-# Registry, written out by hand: (name, pattern). Tried in this order; the earliest match in the
-# text wins (a stamp at the start of a line beats a date quoted later in the message).
-# (also with slashes: "2026/03/02 14:00:00", as glog's and some C++ loggers' datefmt)
-_ISO = (
-    r"(?P<Y>(?:19|20)\d\d)[-/](?P<m>[01]\d)[-/](?P<d>[0-3]\d)[T _](?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
-    r"(?:[.,](?P<f>\d{1,9}))?(?P<z>Z|[+-][01]\d:?[0-5]\d(?![\d:]))?"
-)
-# c10's own logger does not pad the month: "W407 10:13:23.08" is April 7, "E1120 ..." November 20
-_GLOG = r"(?<![\w])[IWEF](?P<md>1[0-2][0-3]\d|0[1-9][0-3]\d|[1-9][0-3]\d) (?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)\.(?P<f>\d{3,9})(?!\d)"
-_SYSLOG = (
-    r"(?<![\w])(?P<b>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(?P<d>[0-3]?\d) "
-    r"(?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)(?:\.(?P<f>\d{1,9}))?(?: (?P<Y>(?:19|20)\d\d))?"
-)
-_EPOCH = r"^\[?(?P<e>1[5-9]\d{8}|2[0-4]\d{8})(?:\.(?P<f>\d{1,9}))?\]?(?=[\s:\]])"
-# month first, as the Hugging Face example scripts log ("03/02/2026 14:00:00 - INFO - __main__");
-# read day first when the first number cannot be a month ("25/03/2026")
-_US = (
-    r"(?<![\d/.])(?P<m>[0-3]?\d)/(?P<d>[0-3]?\d)/(?P<Y>(?:19|20)\d\d)[ T]+(?P<H>[0-2]?\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
-    r"(?:[.,](?P<f>\d{1,9}))?"
-)
-
-FORMATS: dict[str, re.Pattern[str]] = {
-    "iso8601": re.compile(_ISO),
-    "glog": re.compile(_GLOG),
-    "syslog": re.compile(_SYSLOG),
-    "epoch": re.compile(_EPOCH),
-    "us-date": re.compile(_US),
-}
-# One alternation for the common case; names tell which branch hit.
-_ANY = re.compile(
-    "(?P<iso>" + _ISO.replace("?P<", "?P<i") + ")"
-    "|(?P<glog>" + _GLOG.replace("?P<", "?P<g") + ")"
-    "|(?P<syslog>" + _SYSLOG.replace("?P<", "?P<s") + ")"
-    "|(?P<epoch>" + _EPOCH.replace("?P<", "?P<e") + ")"
-    "|(?P<us>" + _US.replace("?P<", "?P<u") + ")"
-)
+# The formats are the dialect registry's (``dialects.STAMPS``): one alternation, each branch named
+# after its dialect, tried in order; the earliest match in the text wins.
+_ANY = re.compile(dialects.stamp_regex())
+_BY_BRANCH = {d.branch: d for d in dialects.STAMPS}
 
 #: how far into a message a stamp is looked for
 SEARCH_CHARS = 200
@@ -153,42 +120,19 @@ class StampParser:
         m = _ANY.search(text, 0, SEARCH_CHARS)
         if m is None:
             return None
-        g = m.group
         kind = m.lastgroup
-        frac = None
-        year_inferred = False
-        zone: str | None = None
-        if kind == "iso":
-            y, mo, d = int(g("iY")), int(g("im")), int(g("id"))
-            h, mi, s = int(g("iH")), int(g("iM")), int(g("iS"))
-            frac, zone = g("if"), g("iz")
-        elif kind == "glog":
-            md = g("gmd")
-            mo, d = int(md[:-2]), int(md[-2:])
-            h, mi, s = int(g("gH")), int(g("gM")), int(g("gS"))
-            frac = g("gf")
-            y = self._infer_year(mo, d)
-            year_inferred = True
-        elif kind == "syslog":
-            mo, d = _MONTHS[g("sb")], int(g("sd"))
-            h, mi, s = int(g("sH")), int(g("sM")), int(g("sS"))
-            frac = g("sf")
-            if g("sY"):
-                y = int(g("sY"))
-            else:
-                y = self._infer_year(mo, d)
-                year_inferred = True
-        elif kind == "us":
-            mo, d, y = int(g("um")), int(g("ud")), int(g("uY"))
-            if mo > 12 >= d:
-                mo, d = d, mo
-            h, mi, s = int(g("uH")), int(g("uM")), int(g("uS"))
-            frac = g("uf")
-        else:
-            frac = g("ef")
+        dialect = _BY_BRANCH[kind or ""]
+        letter = dialect.letter
+
+        def g(name: str) -> str | None:
+            return m.group(letter + name)
+
+        if dialect.epoch:
+            secs, frac = dialect.read(g, self)
             res = 10 ** (9 - len(frac)) if frac else NS
-            t = int(g("ee")) * NS + (int(frac) * 10 ** (9 - len(frac)) if frac else 0)
-            return Parsed(t, res, False, False, "epoch", m.span())
+            t = secs * NS + (int(frac) * 10 ** (9 - len(frac)) if frac else 0)
+            return Parsed(t, res, False, False, dialect.name, m.span())
+        y, mo, d, h, mi, s, frac, zone, year_inferred = dialect.read(g, self)
         if not (1 <= mo <= 12 and 1 <= d <= 31 and h <= 23):
             return None
         epoch = self._epoch_s(y, mo, d, h, mi, s, zone)
@@ -200,8 +144,7 @@ class StampParser:
             res = 10 ** (9 - len(frac))
         else:
             sub, res = 0, NS
-        fmt = {"iso": "iso8601", "glog": "glog", "syslog": "syslog", "us": "us-date"}[kind]
-        return Parsed(epoch * NS + sub, res, zone is None, year_inferred, fmt, m.span())
+        return Parsed(epoch * NS + sub, res, zone is None, year_inferred, dialect.name, m.span())
 
     def observe(self, parsed: Parsed) -> None:
         """Use a stamp that carried its year as the reference for year-less ones that follow."""

@@ -1,0 +1,219 @@
+"""The registry of log dialects: the prefixes launchers put in front of a line, and the timestamp formats.
+
+Each dialect is one record: its pattern (what ``prefixes.split_prefix`` and ``timestamps.StampParser``
+parse with) and its fast-path hint (what the Hyperscan window databases of ``scan`` look for so that
+a line of the dialect is never passed over). Both sides are built from here: adding a dialect is one
+record in this module and a line in its test (``tests/test_dialects.py`` proves, per dialect, that
+every line its pattern matches is caught by the hints).
+
+Prefixes stack in the order of ``PREFIXES`` (an srun label, then torchrun's ``--tee`` tag, then
+PyTorch's rank tag: ``12: [default3]:[rank25]: msg``); ``STANDALONE`` prefixes (mpirun's tags) are
+tried when none of the stack matched. The hints form one alternation, in ``hint_order``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixDialect:
+    name: str
+    #: a regex fragment (``re`` syntax, named groups) for one optional element of the stack
+    pattern: str
+    #: a bytes regex that a line start (after ``\n``) holding this prefix matches; ``b""`` when
+    #: ``covered_by`` names the dialect whose hint catches it too
+    hint: bytes
+    #: the place of the hint in the alternation (``re`` tries alternatives in order: the text a
+    #: line start's match takes is how the fast path tells one writer's prefix kind from another's)
+    hint_order: int
+    #: real lines of the dialect (the test splits them and checks the hints catch them)
+    examples: tuple[str, ...]
+    covered_by: str = ""
+
+
+#: the stacked prefixes, outermost first. A hint is a superset of its pattern read with ``re``'s
+#: Unicode classes: ``\d``, ``\w`` and ``\s`` also match non-ASCII characters, which the hints take as
+#: any byte of ``\x80-\xff`` (with room for their UTF-8 length)
+PREFIXES: tuple[PrefixDialect, ...] = (
+    PrefixDialect(
+        "runner-stream",  # a runner that tags each process's stream (milabench: "<bench>.<host>.nolog [stderr] ")
+        r"[^\s\[]{1,200} \[std(?:out|err)\] ?",
+        rb"[^ \t\n\[]{1,800} \[std(?:out|err)\]", 8,
+        ("llama.gpu-a01.nolog [stderr] RuntimeError: CUDA error: out of memory",)),
+    PrefixDialect(
+        "ray-actor",  # Ray prints an actor tag first: "(WorkerDict pid=26110, ip=10.0.0.7) " (older Ray: "(pid=34272) ")
+        r"\((?:(?P<actor>[A-Za-z_][\w.]{0,60}) )?pid=(?P<pid>\d{1,9})(?:, ip=(?P<ip>[\d.]{7,15}))?\) ",
+        rb"\((?:[A-Za-z_][\w.\x80-\xff]{0,240} )?pid=", 7,
+        ("(WorkerDict pid=26110, ip=10.0.0.7) torch.OutOfMemoryError: CUDA out of memory.",
+         "(pid=34272) Traceback (most recent call last):")),
+    PrefixDialect(
+        # pdsh (DeepSpeed multi-node, clush) prints the host: "worker-1: ", "gpu-a09: " (or an IP address, as a
+        # hostfile may name the workers: "10.0.0.6: "); a name must hold a digit and not be a word that ends
+        # many plain messages ("rank0: ")
+        "pdsh-host",
+        r"(?P<host>(?!slurmstepd|(?:rank|local_rank|step|epoch|iter|iteration|cuda|device|batch|layer|loss|gpu\d|GPU)\d*[:\s])"
+        r"[A-Za-z][A-Za-z0-9_-]{0,40}\d[A-Za-z0-9_.-]{0,40}"
+        r"|(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}): ",
+        rb"[A-Za-z][A-Za-z0-9_.-]{0,40}[0-9\x80-\xff][A-Za-z0-9_.\x80-\xff-]{0,160}: ", 6,
+        ("worker-1: [rank9]: RuntimeError: CUDA error: an illegal memory access was encountered",
+         "10.0.0.6: OSError: [Errno 5] Input/output error")),
+    PrefixDialect(
+        "srun-label",  # srun --label: "12: "
+        r"\s{0,6}(?P<task>\d{1,6}): ",
+        rb"[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9.\x80-\xff]{1,52}: ", 1,
+        ("12: [default3]:[rank25]: torch.OutOfMemoryError: CUDA out of memory.", " 3: step 100 loss 2.1")),
+    PrefixDialect(
+        "torchrun-host-local",  # torchrun with a log-line prefix template naming the host: "[gpu187:2]:"
+        r"\[(?P<hl_host>[A-Za-z][\w.-]{0,60}):(?P<hl_local>\d{1,5})\]:",
+        rb"\[[A-Za-z][A-Za-z0-9_.\x80-\xff-]{0,240}:[0-9\x80-\xff]{1,20}\]:", 4,
+        ("[gpu187:2]:RuntimeError: NCCL error",)),
+    PrefixDialect(
+        "torchrun-tee",  # torchrun --tee 3: "[default3]:"
+        r"\[(?!rank\d)(?P<role>[A-Za-z_][A-Za-z_]*?)(?P<local>\d{1,5})\]:",
+        rb"\[[A-Za-z_]+[0-9\x80-\xff]", 2,
+        ("[default3]:Traceback (most recent call last):", "[trainer0]:[rank0]: step 5")),
+    PrefixDialect(
+        "pytorch-rank",  # PyTorch's own tag: "[rank25]:"
+        r"\[rank(?P<rank>\d{1,6})\]:",
+        b"", 2,
+        ("[rank25]:[E1130 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 25] Watchdog caught collective operation timeout",),
+        covered_by="torchrun-tee"),
+)
+
+#: prefixes that stand alone (tried when the stack matched nothing, and behind a pdsh host)
+STANDALONE: tuple[PrefixDialect, ...] = (
+    PrefixDialect(
+        "mpirun-tag",  # mpirun --tag-output: "[1,12]<stdout>:" (SageMaker: "[1,mpirank:7,algo-1]<stdout>:")
+        r"\[(?P<job>\d+),(?:mpirank:)?(?P<rank>\d{1,6})(?:,[^\]\s]{1,80})?\]<std(?:out|err)>:",
+        rb"\[[0-9\x80-\xff]+,", 5,
+        ("[1,12]<stdout>:RuntimeError: CUDA error: out of memory", "[1,mpirank:7,algo-1]<stderr>:Traceback")),
+    PrefixDialect(
+        "mpirun-timestamp",  # mpirun --timestamp-output: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:"
+        r"(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?): \[(?P<job>\d+),(?:mpirank:)?(?P<rank>\d{1,6})(?:,[^\]\s]{1,80})?\]<std(?:out|err)>:",
+        rb"[0-9\x80-\xff]{4,16}-[0-9\x80-\xff]{2,8}-[0-9\x80-\xff]{2,8}T[0-9:.\x80-\xff]{8,}Z?: \[[0-9\x80-\xff]+,", 3,
+        ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:NCCL WARN Cuda failure 'out of memory'",)),
+)
+
+
+def prefix_regex() -> str:
+    """The stacked prefix pattern: each dialect of ``PREFIXES`` optional, in order."""
+    return "".join(f"(?:{d.pattern})?" for d in PREFIXES)
+
+
+def prefix_hints() -> bytes:
+    """One bytes alternation: a line start (after its ``\\n``) that may hold a launcher prefix."""
+    hints = sorted((d for d in (*PREFIXES, *STANDALONE) if d.hint), key=lambda d: d.hint_order)
+    return rb"\n(?:" + b"|".join(d.hint for d in hints) + b")"
+
+
+# --- timestamps -----------------------------------------------------------------------------------
+
+#: ``read(group, parser) -> (year, month, day, hour, minute, second, fraction, zone, year_inferred)``,
+#: or for an epoch stamp ``(seconds, fraction)``; ``group(name)`` is the dialect's own named group
+Reader = Callable[[Callable[[str], "str | None"], object], tuple]
+
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
+
+
+@dataclass(frozen=True, slots=True)
+class StampDialect:
+    name: str
+    #: the branch's name in the parser's alternation, and the prefix of its groups there
+    branch: str
+    letter: str
+    #: a regex (``re`` syntax) with the named groups its reader uses
+    pattern: str
+    read: Reader
+    #: a bytes regex every line holding such a stamp matches (``scan``'s stamp hint database), and
+    #: whether it is compiled multi-line (``^`` at each line start)
+    hint: bytes
+    multiline: bool
+    examples: tuple[str, ...]
+    #: an epoch stamp carries no calendar: its reader returns seconds and a fraction
+    epoch: bool = False
+
+
+def _iso(g: Callable[[str], str | None], _p: object) -> tuple:
+    return (int(g("Y") or 0), int(g("m") or 0), int(g("d") or 0), int(g("H") or 0), int(g("M") or 0),
+            int(g("S") or 0), g("f"), g("z"), False)
+
+
+def _glog(g: Callable[[str], str | None], p: object) -> tuple:
+    md = g("md") or ""
+    mo, d = int(md[:-2]), int(md[-2:])
+    return (p._infer_year(mo, d), mo, d, int(g("H") or 0), int(g("M") or 0), int(g("S") or 0),  # type: ignore[attr-defined]
+            g("f"), None, True)
+
+
+def _syslog(g: Callable[[str], str | None], p: object) -> tuple:
+    mo, d = _MONTHS[g("b") or ""], int(g("d") or 0)
+    y = g("Y")
+    year = int(y) if y else p._infer_year(mo, d)  # type: ignore[attr-defined]
+    return (year, mo, d, int(g("H") or 0), int(g("M") or 0), int(g("S") or 0), g("f"), None, not y)
+
+
+def _us(g: Callable[[str], str | None], _p: object) -> tuple:
+    mo, d, y = int(g("m") or 0), int(g("d") or 0), int(g("Y") or 0)
+    if mo > 12 >= d:  # read day first when the first number cannot be a month ("25/03/2026")
+        mo, d = d, mo
+    return (y, mo, d, int(g("H") or 0), int(g("M") or 0), int(g("S") or 0), g("f"), None, False)
+
+
+def _epoch(g: Callable[[str], str | None], _p: object) -> tuple:
+    return (int(g("e") or 0), g("f"))
+
+
+_CLOCK_HINT = rb"[0-9\x80-\xbf]:[0-5]"  # every stamp with a clock has a digit-colon pair
+
+#: tried as one alternation, in this order: the earliest match in the text wins (a stamp at the
+#: start of a line beats a date quoted later in the message)
+STAMPS: tuple[StampDialect, ...] = (
+    StampDialect(
+        # (also with slashes: "2026/03/02 14:00:00", as glog's and some C++ loggers' datefmt)
+        "iso8601", "iso", "i",
+        r"(?P<Y>(?:19|20)\d\d)[-/](?P<m>[01]\d)[-/](?P<d>[0-3]\d)[T _](?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
+        r"(?:[.,](?P<f>\d{1,9}))?(?P<z>Z|[+-][01]\d:?[0-5]\d(?![\d:]))?",
+        _iso, _CLOCK_HINT, False,
+        ("2026-11-30T10:00:00.123456+01:00 rank 3 step 5", "[2026-11-30 10:00:00,123] INFO - step 5",
+         "2026/03/02 14:00:00 I1130 something")),
+    StampDialect(
+        # c10's own logger does not pad the month: "W407 10:13:23.08" is April 7, "E1120 ..." November 20
+        "glog", "glog", "g",
+        r"(?<![\w])[IWEF](?P<md>1[0-2][0-3]\d|0[1-9][0-3]\d|[1-9][0-3]\d) (?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)\.(?P<f>\d{3,9})(?!\d)",
+        _glog, _CLOCK_HINT, False,
+        ("[E1130 10:00:00.123456789 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught", "W407 10:13:23.084 x")),
+    StampDialect(
+        "syslog", "syslog", "s",
+        r"(?<![\w])(?P<b>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(?P<d>[0-3]?\d) "
+        r"(?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)(?:\.(?P<f>\d{1,9}))?(?: (?P<Y>(?:19|20)\d\d))?",
+        _syslog, _CLOCK_HINT, False,
+        ("Nov 30 10:00:00 gpu-a01 kernel: NVRM: Xid (PCI:0000:3b:00): 79", "Dec  1 09:00:00.5 2026 x")),
+    StampDialect(
+        "epoch", "epoch", "e",
+        r"^\[?(?P<e>1[5-9]\d{8}|2[0-4]\d{8})(?:\.(?P<f>\d{1,9}))?\]?(?=[\s:\]])",
+        _epoch, rb"^\[?(?:1[5-9]|2[0-4])", True,
+        ("1764496800.123 step 5", "[1764496800] rank 0"), epoch=True),
+    StampDialect(
+        # month first, as the Hugging Face example scripts log ("03/02/2026 14:00:00 - INFO - __main__")
+        "us-date", "us", "u",
+        r"(?<![\d/.])(?P<m>[0-3]?\d)/(?P<d>[0-3]?\d)/(?P<Y>(?:19|20)\d\d)[ T]+(?P<H>[0-2]?\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
+        r"(?:[.,](?P<f>\d{1,9}))?",
+        _us, _CLOCK_HINT, False,
+        ("03/02/2026 14:00:00 - INFO - __main__ - step 5", "25/03/2026 14:00:00 x")),
+)
+
+
+def stamp_regex() -> str:
+    """The one alternation the parser searches with; each branch named, its groups lettered."""
+    return "|".join(f"(?P<{d.branch}>" + d.pattern.replace("?P<", f"?P<{d.letter}") + ")" for d in STAMPS)
+
+
+def stamp_hints() -> tuple[tuple[bytes, bool], ...]:
+    """The distinct hints of the stamp dialects, in order, with their multi-line flag."""
+    out: dict[tuple[bytes, bool], None] = {}
+    for d in STAMPS:
+        out[(d.hint, d.multiline)] = None
+    return tuple(out)

@@ -1,0 +1,76 @@
+"""Every log dialect proves itself: its examples parse, and every line its pattern matches is caught
+by the fast path's hints (so no line of it is passed over by the window scan).
+
+A new prefix or timestamp dialect is one record in ``correlator/extract/dialects.py``; these tests
+cover it without a change here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from correlator.extract import dialects, prefixes, scan
+from correlator.extract.timestamps import StampParser
+
+PREFIX_DIALECTS = [*dialects.PREFIXES, *dialects.STANDALONE]
+HINTS = re.compile(scan.MAYBE_PREFIX)
+STAMP_HINTS = [re.compile(h, re.M if multi else 0) for h, multi in dialects.stamp_hints()]
+
+
+def _caught_as_line_start(line: str) -> bool:
+    return HINTS.match(b"\n" + line.encode("utf-8", "surrogatepass")) is not None
+
+
+@pytest.mark.parametrize("d", PREFIX_DIALECTS, ids=[d.name for d in PREFIX_DIALECTS])
+def test_each_prefix_dialect_splits_its_examples_and_its_hint_catches_them(d):
+    own = re.compile(d.pattern)
+    assert d.examples
+    for line in d.examples:
+        assert own.search(line), (d.name, line)
+        prefix, msg = prefixes.split_prefix(line)
+        assert prefix.length > 0 and msg and line.endswith(msg), (d.name, line)
+        assert _caught_as_line_start(line), (d.name, line)
+    assert d.hint or d.covered_by in {x.name for x in PREFIX_DIALECTS}
+
+
+@pytest.mark.parametrize("d", PREFIX_DIALECTS, ids=[d.name for d in PREFIX_DIALECTS])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_every_line_a_prefix_dialect_matches_is_caught_by_the_hints(d, data):
+    """Lines built from the dialect's own pattern (at the start of a line, then a message)."""
+    head = data.draw(st.from_regex(re.compile(d.pattern), fullmatch=True).filter(lambda s: "\n" not in s))
+    line = head + "message"
+    if prefixes.split_prefix(line)[0].length == 0:  # another reading of the stack took none of it
+        return
+    assert _caught_as_line_start(line), (d.name, line)
+
+
+def test_the_parsers_are_built_from_the_registry():
+    assert prefixes._PREFIX.pattern == dialects.prefix_regex()
+    assert scan.MAYBE_PREFIX == dialects.prefix_hints()
+    assert list(scan.STAMP_HINTS) == [h for h, _ in dialects.stamp_hints()]
+    names = [d.name for d in PREFIX_DIALECTS] + [d.name for d in dialects.STAMPS]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("d", dialects.STAMPS, ids=[d.name for d in dialects.STAMPS])
+def test_each_stamp_dialect_parses_its_examples_and_its_hint_catches_them(d):
+    parser = StampParser(reference_ns=1_764_496_800 * 10**9)
+    for line in d.examples:
+        got = parser.parse(line)
+        assert got is not None and got.format == d.name, (d.name, line, got)
+        assert any(h.search(line.encode()) for h in STAMP_HINTS), (d.name, line)
+
+
+@pytest.mark.parametrize("d", dialects.STAMPS, ids=[d.name for d in dialects.STAMPS])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_stamp_a_dialect_matches_is_caught_by_a_hint(d, data):
+    """Texts holding a stamp of the dialect (anywhere, between any characters)."""
+    text = data.draw(st.from_regex(re.compile(d.pattern)))
+    assert re.search(d.pattern, text)
+    assert any(h.search(text.encode("utf-8", "surrogatepass")) for h in STAMP_HINTS), (d.name, text)
