@@ -34,6 +34,7 @@ from correlator.model import (
     Anchor, DiagCode, Diagnostic, Digest, IdentityFact, Match, Report, Rule, SourceInfo, StreamFacts, Verdict,
 )
 from correlator.extract.timestamps import resolve_tz
+from correlator.report.safe import visible
 
 #: the tag of rules whose line ends the job (a SLURM cancel or abort, srun's exited tasks, torchrun's
 #: ChildFailedError summary): after one of them, a short grace period collects late flushes, then stop
@@ -429,7 +430,7 @@ def follow(inputs: Sequence[str], opts: pipeline.Options | None = None, *, inter
         stamp = f"[follow +{clock() - t0:.1f}s]"
         if color:
             stamp = f"\x1b[2m{stamp}\x1b[0m"
-        out.write(f"{stamp} {text}\n")
+        out.write(f"{stamp} {visible(text)}\n")  # log text: its control characters shown, not obeyed
         out.flush()
 
     def show(rep: Report) -> None:

@@ -282,3 +282,18 @@ def test_the_job_end_is_a_tag_of_the_rules_not_a_list_of_ids(tmp_path):
     g = fl.Follower([str(tmp_path)], Options(tz="UTC"), rules=untagged)
     g.poll()
     assert not g.end_seen  # the same line, its rule without the tag: the job goes on
+
+
+def test_live_lines_show_the_control_characters_of_log_text(tmp_path):
+    """A root line carrying terminal escapes (a window title, a screen clear) is printed with
+    them made visible, not obeyed."""
+    import io
+
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    (tmp_path / "rank-0.log").write_text(f"step=1\nOSError: [Errno 5] Input/output error {evil}\n")
+    out = io.StringIO()
+    fl.follow([str(tmp_path)], Options(tz="UTC"), interval_s=0.05, out=out, quiet_s=0.5, max_s=20)
+    said = out.getvalue()
+    assert "Input/output error" in said
+    assert "\x1b" not in said and "\x07" not in said
+    assert "\\x07" in said  # (the extractor strips the ESC sequences; the BEL left is shown)
