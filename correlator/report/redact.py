@@ -92,7 +92,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], str, frozenset[str]], ...] = tuple(
         ("webhook", r"(?i)\b(hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/)"
                     r"(?!\*\*\*)[A-Za-z0-9/_-]+", r"\1" + MASK),
         # signed URLs (S3 and GCS presigned, Azure SAS) and tokens in a query string
-        ("url-query", r"(?i)((?:[?&;]|%3F|%26)(?:sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential"
+        ("url-query", r"(?i)((?:[?&]|%3F|%26)(?:sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential"
                       r"|x-goog-signature|x-goog-credential|access_token|refresh_token|id_token|client_secret"
                       r"|api_?key|key|token|password|sessionid)(?:=|%3D))(?!\*\*\*)[^&\s\"'#<>%]+(?:%(?!26)[0-9A-Fa-f]{2}[^&\s\"'#<>%]*)*",
          r"\1" + MASK),
@@ -107,8 +107,10 @@ _RULES: tuple[tuple[str, re.Pattern[str], str, frozenset[str]], ...] = tuple(
         ("aws-access-key", _NB + r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![A-Za-z0-9])", "AKIA" + MASK),
         ("slack", _NB + r"xox[abposr]-[A-Za-z0-9-]{10,}", "xox-" + MASK),
         ("bearer", r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}", r"\1 " + MASK),
-        # "token <value>" only when the value looks generated (long, with a digit): not "token classification"
-        ("token-word", r"\b([Tt]oken)\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{20,}", r"\1 " + MASK),
+        # "token <value>" only when the value looks generated (long, with a digit): not "token classification",
+        # not a path or an assignment after the word
+        ("token-word", r"\b([Tt]oken)\s+(?![~/.])(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{20,}={0,2}"
+                       r"(?![A-Za-z0-9._~+/=-])", r"\1 " + MASK),
         ("authorization", r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key|private-token)"
                           r"([\"']?\s*[:=]\s*[\"']?)(?:(?:basic|bearer|token|digest)\s+)?(?!\*\*\*)[^\s\"',;]+",
          r"\1\2" + MASK),
@@ -122,7 +124,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], str, frozenset[str]], ...] = tuple(
         ("wandb", r"(?i)\b(wandb_api_key|wandb login(?: --relogin)?|wandb\.login\(\s*key\s*=)(\s*[=:]?\s*[\"']?)"
                   r"(?:local-)?[0-9a-f]{40}\b", r"\1\2" + MASK),
         # netrc lines (wandb and HF write them): machine api.wandb.ai login user password <key>
-        ("netrc", r"\b(login\s+\S+\s+password\s+)\S+", r"\1" + MASK),
+        ("netrc", r"\b(login\s+\S+\s+password\s+)(?!\*\*\*)(?![<\[$])\S+", r"\1" + MASK),
         # an environment-style name (upper case) ending in KEY, SECRET, PASS(WORD), PASSWD, TOKEN,
         # CREDENTIAL(S), or ..._PWD: its value, whatever it looks like (PGPASSWORD=, DB_PASS=, SECRET_KEY=)
         ("env-name", r"(?<![A-Za-z0-9_])((?:[A-Z0-9]+_)*[A-Z0-9]*(?:KEY|SECRET|PASS|PASSWORD|PASSWD|TOKEN|CREDENTIALS?)"
@@ -130,7 +132,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], str, frozenset[str]], ...] = tuple(
         # KEY=value, "key": "value", key='value' for secret-named keys; not special tokens (<pad>, [CLS])
         ("key-value", r"(?i)\b((?:[a-z0-9]+_)*(?:password|passwd|secret|token|api_?key|apikey|access_key|auth_key"
                       r"|client_secret|private_key(?:_id)?|account_?key|shared_?access_?key|sessionid)|(?:[a-z0-9]+_)+pwd)"
-                      r"([\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)(?![<\[])[^\s\"',;}{)]{3,}", r"\1\2" + MASK),
+                      + _SEP + _VALUE_GUARD + _VALUE + "{3,}", r"\1\2" + MASK),
         # db_pass='...': a lower-case ..._pass name, when the value is not a plain word (first_pass=done)
         ("pass-value", r"(?i)(?<![A-Za-z0-9_])((?:[a-z0-9]+_)+pass)" + _SEP + _VALUE_GUARD
                        + r"(?=" + _VALUE + r"*[^a-z\s\"',;}{)])" + _VALUE + "{3,}", r"\1\2" + MASK),
@@ -166,15 +168,45 @@ _COVER = ("-----", "://", "%3a%2f", "slack", "discord", "sig", "x-amz", "x-goog"
           "agpa", "aida", "aroa", "anpa", "xox", "bearer", "authoriz", "eyj", "cookie", "login", "pwd", "credential")
 
 
+#: a secret this long that one shape saw and that is still there after all of them is masked wherever
+#: it is (shorter values could be ordinary words of the same line)
+_SURVIVOR_MIN = 8
+
+
 def _substitute(text: str) -> str:
     low = text.lower()  # ``in`` over a lower-cased copy: far faster than a case-insensitive regex
     if not any(w in low for w in _COVER):
         return text
     found = [w for w in _ALL_WORDS if w in low]
-    for _name, pattern, repl, words in _RULES:
-        if not words.isdisjoint(found):
-            text = pattern.sub(repl, text)
-    return text
+    rules = [(pattern, repl) for _name, pattern, repl, words in _RULES if not words.isdisjoint(found)]
+    # what each shape would mask in the text as it came: a shape applied before it may have masked
+    # the name that another secret is known by (password=a/--password b loses "--password")
+    seen = {p for pattern, repl in rules for m in pattern.finditer(text) for p in _secret_pieces(m, repl)}
+    original = text
+    for pattern, repl in rules:
+        text = pattern.sub(repl, text)
+    for piece in sorted(seen, key=len, reverse=True):
+        if piece in text:
+            text = text.replace(piece, MASK)
+    return text if text != original else original
+
+
+def _secret_pieces(m: re.Match[str], repl: str) -> list[str]:
+    """The pieces, between separators, of what replacement ``repl`` masks of match ``m`` (what comes
+    after the prefix it keeps), that are long enough to be looked for once every shape has run."""
+    out = m.expand(repl)
+    kept = out[:out.find(MASK)]
+    whole = m.group(0)
+    secret = whole[len(kept):] if whole.startswith(kept) else whole
+    if len(secret) < _SURVIVOR_MIN or MASK in secret:
+        return []
+    return [p for p in _SEPARATORS.split(secret) if _LOOKS_GENERATED.fullmatch(p)]
+
+
+#: what separates a secret from what a greedy value took with it (a path's next folder, an option)
+_SEPARATORS = re.compile(r"[\s/\"',;:=@&?]+")
+#: a piece worth looking for again: long, with a letter and a digit, no dot (not a file name)
+_LOOKS_GENERATED = re.compile(rf"(?=[^\d]*\d)(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9+_!#$%^*~-]{{{_SURVIVOR_MIN},}}")
 
 
 @functools.lru_cache(maxsize=1 << 16)
