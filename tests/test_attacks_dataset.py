@@ -155,6 +155,11 @@ def driver():
     d.close()
 
 
+def _unmount(folder: Path) -> None:
+    if subprocess.run(["umount", str(folder)], capture_output=True).returncode:
+        subprocess.run(["umount", "-l", str(folder)], check=True)  # busy: detach it now, freed once unused
+
+
 @pytest.fixture(scope="module")
 def _memory_disk(tmp_path_factory: pytest.TempPathFactory):
     """A tmpfs when root may mount one: a write syncs about ten times, and on a busy shared disk
@@ -164,7 +169,7 @@ def _memory_disk(tmp_path_factory: pytest.TempPathFactory):
         ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(base)], capture_output=True).returncode == 0
     yield base
     if mounted:
-        subprocess.run(["umount", str(base)], check=True)
+        _unmount(base)
 
 
 @pytest.fixture
@@ -320,15 +325,21 @@ def test_four_writers_of_one_job_at_once(fast_tmp: Path) -> None:
                    for i in range(4)]
         reader = subprocess.Popen([sys.executable, "-c", READER, str(ROOT), str(TESTS), str(out), str(fast_tmp),
                                    str(go), str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)  # let the interpreters start, so the writes overlap
-        go.touch()
-        for w in writers:
-            _, err = w.communicate(timeout=300)
-            assert w.returncode == 0, err[-2000:]
-        stop.touch()
-        reads, err = reader.communicate(timeout=120)
-        assert reader.returncode == 0, err[-2000:]
-        assert int(reads) > 0
+        try:
+            time.sleep(1.0)  # let the interpreters start, so the writes overlap
+            go.touch()
+            for w in writers:
+                _, err = w.communicate(timeout=300)
+                assert w.returncode == 0, err[-2000:]
+            stop.touch()
+            reads, err = reader.communicate(timeout=120)
+            assert reader.returncode == 0, err[-2000:]
+            assert int(reads) > 0
+        finally:
+            for proc in (*writers, reader):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
         assert seen(out, "J", fast_tmp) in {"W0", "W1", "W2", "W3"}
         assert leftovers(out) == []
         assert history.summarize(out).jobs == 1
@@ -407,7 +418,7 @@ def small_disk(tmp_path: Path):
         os.truncate(filler, max(0, size - free))
 
     yield mnt, fill
-    subprocess.run(["umount", str(mnt)], check=True)
+    _unmount(mnt)
 
 
 def test_a_disk_that_fills_during_the_write_keeps_the_old_job(tmp_path: Path, small_disk) -> None:
