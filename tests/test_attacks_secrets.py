@@ -218,7 +218,8 @@ def test_the_table_covers_enough_kinds():
 @pytest.mark.parametrize("name", sorted(KINDS))
 def test_each_kind_is_masked_in_its_line_and_its_file_name(name):
     kind = KINDS[name]
-    for text in (kind.line, f"/scratch/jobs/{kind.piece}/{ROOT_FILE}"):
+    names = [f"/scratch/jobs/{kind.piece}/{ROOT_FILE}"] + ([f"/scratch/jobs/rank-5.{kind.piece}.out"] if "/" not in kind.piece else [])
+    for text in (kind.line, *names):
         out = redact(text)
         assert not [s for s in kind.secrets if s in out], out
         assert MASK in out, out
@@ -230,7 +231,7 @@ def test_each_kind_is_masked_in_its_line_and_its_file_name(name):
 
 def _job_with(tmp: Path, names: list[str]) -> Path:
     """``sample_logs/cuda-oom-per-rank`` with the kinds' lines among rank 5's lines, just before its
-    CUDA OOM, and its file moved under folders named with the kinds' pieces."""
+    CUDA OOM, and its file moved under folders named with the kinds' pieces, and renamed with one."""
     job = tmp / "job"
     shutil.copytree(SAMPLE, job)
     src = job / ROOT_FILE
@@ -239,7 +240,9 @@ def _job_with(tmp: Path, names: list[str]) -> Path:
     lines[at:at] = [KINDS[n].line for n in names]
     folder = job.joinpath(*(KINDS[n].piece for n in names))
     folder.mkdir(parents=True)
-    (folder / ROOT_FILE).write_bytes("\n".join(lines).encode())
+    # and in the file's own name, when a piece can be one (no "/")
+    base = next((f"{Path(ROOT_FILE).stem}.{KINDS[n].piece}.out" for n in names if "/" not in KINDS[n].piece), ROOT_FILE)
+    (folder / base).write_bytes("\n".join(lines).encode())
     src.unlink()
     return job
 
@@ -390,3 +393,43 @@ def test_masked_report_equals_the_unmasked_one():
         if redact_report(report) != report:
             differ.append(case.name)
     assert not differ, differ
+
+
+# --- a secret cut in two --------------------------------------------------------------------------------
+
+def test_a_token_cut_by_a_progress_frame():
+    """``hf_abc\\rdef...``: the raw line (kept whole where it is context) has the token in two frames;
+    the event keeps only the frame with the error, which starts with the token's second half and has
+    no shape left to recognise. The whole line masks across the cut, and what it learnt masks the
+    frame wherever else it is in the report."""
+    from correlator.model import Evidence
+
+    token = "hf_" + _tok("cut", 34, string.ascii_letters)
+    raw = f"Logging in with {token[:12]}\r{token[12:]} OSError: 401 Client Error"
+    frame = raw.split("\r")[-1]
+    assert redact(raw) == "Logging in with hf_*** OSError: 401 Client Error"
+    report = (Evidence("rank-5.out", 61, frame), ("a line before", raw, ">>", "a line after"))
+    out = repr(redact_report(report))
+    assert token[3:12] not in out and token[12:] not in out, out
+    assert "*** OSError: 401 Client Error" in out
+    # the frame before the cut, on its own (the error in it): the token's start at the end of the text
+    assert redact(f"OSError: could not log in with token {token[:15]}") == "OSError: could not log in with token hf_***"
+
+
+def test_a_token_cut_by_the_length_cap():
+    token = "ghp_" + _tok("cap", 36)
+    assert redact(f"fatal: could not read {token[:14]} …[cut]") == "fatal: could not read ghp_*** …[cut]"
+
+
+def test_progress_frames_without_a_secret_are_left_alone():
+    line = " 45%|████▌     | 9/20 [00:01<00:02,  5.61it/s]\r 50%|█████     | 10/20 [00:01<00:01]\rTraceback (most recent"
+    assert redact(line) == line
+    assert redact_report((line, "50%")) == (line, "50%")
+
+
+def test_a_secret_whose_name_another_mask_took():
+    """A greedy value (everything up to a space) took the option that names the next secret with it;
+    that secret is still masked."""
+    first, second = _tok("greedy-1", 14), _tok("greedy-2", 14)
+    out = redact(f"/jobs/password={first}/--password {second}/rank-5.out")
+    assert first not in out and second not in out and out.endswith("/rank-5.out"), out

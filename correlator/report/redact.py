@@ -15,8 +15,8 @@ import dataclasses
 import difflib
 import functools
 import re
-from enum import Enum
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 from correlator.model import field_names
@@ -164,13 +164,18 @@ _ALL_WORDS = tuple(sorted({w for *_, words in _RULES for w in words}))
 #: fewer, shorter literals, one of which is in each of ``_ALL_WORDS``: a string without any (nearly
 #: every string of a report) is left as it is after half as many ``in`` tests
 _COVER = ("-----", "://", "%3a%2f", "slack", "discord", "sig", "x-amz", "x-goog", "token", "secret", "key", "pass",
-          "session", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github", "gl", "wandb", "_live_", "_test_", "whsec_", "sk-", "pypi-", "aiza", "akia", "asia",
-          "agpa", "aida", "aroa", "anpa", "xox", "bearer", "authoriz", "eyj", "cookie", "login", "pwd", "credential")
+          "session", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github", "gl", "wandb", "_live_", "_test_",
+          "whsec_", "sk-", "pypi-", "aiza", "akia", "asia", "agpa", "aida", "aroa", "anpa", "xox", "bearer", "authoriz",
+          "eyj", "cookie", "login", "pwd", "credential")
 
-
-#: a secret this long that one shape saw and that is still there after all of them is masked wherever
-#: it is (shorter values could be ordinary words of the same line)
-_SURVIVOR_MIN = 8
+#: what separates a secret from what a greedy value took with it (a path's next folder, an option)
+_SEPARATORS = re.compile(r"[\s/\"',;:=@&?]+")
+#: a piece of a secret worth looking for again once every shape has run: long, with a letter and a
+#: digit, no dot (not a file name); shorter ones could be ordinary words of the same text
+_LOOKS_GENERATED = re.compile(r"(?=[^\d]*\d)(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9+_!#$%^*~-]{8,}")
+#: the piece of a token on either side of a \r that cuts it
+_CUT_BEFORE = re.compile(r"[A-Za-z0-9_+/=-]{6,}\Z")
+_CUT_AFTER = re.compile(r"[A-Za-z0-9_+/=-]{6,}")
 
 
 def _substitute(text: str) -> str:
@@ -198,21 +203,15 @@ def _secret_pieces(m: re.Match[str], repl: str) -> list[str]:
     kept = out[:out.find(MASK)]
     whole = m.group(0)
     secret = whole[len(kept):] if whole.startswith(kept) else whole
-    if len(secret) < _SURVIVOR_MIN or MASK in secret:
+    if MASK in secret:
         return []
     return [p for p in _SEPARATORS.split(secret) if _LOOKS_GENERATED.fullmatch(p)]
-
-
-#: what separates a secret from what a greedy value took with it (a path's next folder, an option)
-_SEPARATORS = re.compile(r"[\s/\"',;:=@&?]+")
-#: a piece worth looking for again: long, with a letter and a digit, no dot (not a file name)
-_LOOKS_GENERATED = re.compile(rf"(?=[^\d]*\d)(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9+_!#$%^*~-]{{{_SURVIVOR_MIN},}}")
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def redact(text: str) -> str:
     """``text`` with every credential-shaped piece replaced by ``***``: also one that a ``\\r``
-    progress frame cuts in two (each frame masked on its own, then the frames read as one)."""
+    progress frame cuts in two (the frames read as one text, then each on its own)."""
     if not text:
         return text
     if "\r" not in text:
@@ -245,8 +244,11 @@ def _across_frames(text: str) -> tuple[str, tuple[str, ...]]:
             out.append(text[start:end])
         else:
             out.append(masked[j1:j2])
-            if "\r" in text[start:end]:
-                pieces += [p for p in re.split(r"[\r\s\"',;:=]+", text[start:end]) if len(p) >= 6]
+            frames = text[start:end].split("\r")
+            for k, frame in enumerate(frames):  # the pieces of a token that touch the \r cutting it
+                before = _CUT_BEFORE.search(frame) if k < len(frames) - 1 else None
+                after = _CUT_AFTER.match(frame) if k > 0 else None
+                pieces += [m.group(0) for m in (before, after) if m is not None]
         done = end
     out.append(text[done:])
     return "".join(out), tuple(pieces)
