@@ -15,8 +15,13 @@ partitions and drops the record. A write killed before the commit leaves the old
 killed after it leaves a record that ``read_table`` follows (the new version) and that the next
 write finishes; either way the next write removes the leftovers. Readers hold
 ``DIR/.correlate/dataset.lock`` shared while they read and a write holds it exclusively while it
-swaps, so a reader sees each job whole, old or new. A file ``read_table`` cannot read (truncated,
-not Parquet, wrong columns) is reported to its ``skipped`` callback, or raised as ``InputError``. ``job_id`` is not a column inside the files: it is
+swaps, so a reader sees each job whole, old or new (``read_tables`` reads several tables under one
+hold). A file the readers cannot read (truncated, not Parquet, wrong columns) or one that is no
+partition's is left out with a diagnostic in the list they are given, or raised as ``InputError``.
+Other readers (DuckDB, pandas) take no lock: during a swap, or after a write killed in one until
+the next write, they can see a job's tables from two versions.
+
+``job_id`` is not a column inside the files: it is
 the partition key, read from the folder name (URL-encoded there). Read it back as a *string* —
 ``pyarrow.dataset`` would otherwise guess ``int32`` from numeric ids — with ``read_table`` below,
 or in DuckDB ``read_parquet('DIR/events/*/*.parquet', hive_partitioning = true, hive_types =
@@ -457,12 +462,13 @@ def read_tables(out_dir: Path, names: tuple[str, ...] = TABLES,
         if table not in TABLES:
             raise UsageError(f"unknown table {table!r}", hint=f"one of {', '.join(TABLES)}")
     out_dir = Path(out_dir)
-    if any((out_dir / table).is_dir() for table in names):
-        try:
-            _meta(out_dir)  # so that a writer starting now waits for this read
+    lock = out_dir / META / "dataset.lock"
+    if any((out_dir / table).is_dir() for table in names) and not lock.exists():
+        try:  # a dataset no locking writer has written yet: so that the first one waits for this read
+            os.close(os.open(_meta(out_dir) / "dataset.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
         except OSError:
             pass  # a read-only dataset: no writer to keep out
-    with _flock(out_dir / META / "dataset.lock", fcntl.LOCK_SH, create=False):
+    with _flock(lock, fcntl.LOCK_SH, create=False):
         pending = _pending(out_dir)
         return {table: _read_one(out_dir, table, pending, diagnostics) for table in names}
 
