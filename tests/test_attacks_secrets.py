@@ -313,8 +313,8 @@ NEAR_MISSES = [
     "NCCL version 2.21.5+cuda12.4 (git 3c5a5c3b0f8e2a9d1c4b7e6f5a4d3c2b1a0f9e8d)",
     "PyTorch version 2.5.1+cu124 git_version=a8d6afb511a69687bbb2b7e88a3cf67917e1697e",
     "transformers 4.46.0.dev0 @ commit 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b",
-    "iteration     1200/  500000 | consumed samples: 614400 | elapsed time per iteration (ms): 850.2 | "
-    "learning rate: 2.999E-04 | lm loss: 2.310E+00 | number of nan iterations:   0 |",
+    ("iteration     1200/  500000 | consumed samples: 614400 | elapsed time per iteration (ms): 850.2 | "
+     "learning rate: 2.999E-04 | lm loss: 2.310E+00 | number of nan iterations:   0 |"),
     "2026-03-02 14:07:31,412 - train - INFO - step=1200 loss=2.31 tokens_per_sec=51234.5 step_time=0.85s",
     " 45%|████▌     | 9/20 [00:01<00:02,  5.61it/s]\r 50%|█████     | 10/20 [00:01<00:01,  5.62it/s]",
     "Downloading shards: 100%|██████████| 4/4 [00:12<00:00,  3.01s/it]\rLoading checkpoint shards:  25%|██▌",

@@ -296,10 +296,10 @@ def _walk(value: Any, mask: _Mask, lines: _Lines | None = None) -> Any:
     changed are returned as they are (no copy)."""
     cls = type(value)
     if cls is str or isinstance(value, str):  # a subclass too (a typed note): masked like any text
-        out = mask(value, lines)
+        masked = mask(value, lines)
         # the cache of ``redact`` answers with the first equal string it saw: the value itself when
         # nothing was masked, so that the dataclass holding it is not copied for nothing
-        return value if out == value else out
+        return value if masked == value else masked
     if cls in _PLAIN or isinstance(value, Enum):
         return value
     if cls is tuple or cls is list:
