@@ -8,6 +8,7 @@ characters are shown as escapes (``correlator.report.safe``), as the renderers d
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -51,15 +52,49 @@ def _fail(e: CorrelateError) -> None:
 
 
 def _write(text: str, output: Optional[Path]) -> None:
+    """Write the report to ``output``: to a hidden file beside it, synced, then renamed over it, so
+    a full disk or a kill leaves the previous file (or none), never a cut one. A device or FIFO
+    (``/dev/stdout``, a pipe) is written in place: it cannot be replaced and holds nothing to keep."""
     if output is None or str(output) == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    data = text.encode("utf-8")
+    target = Path(os.path.realpath(output))  # through a symlink: the link stays, its target is replaced
+    tmp: Optional[Path] = None
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
+        if target.exists() and not target.is_file():
+            if target.is_dir():
+                raise IsADirectoryError(21, "Is a directory")
+            with open(target, "wb") as f:
+                f.write(data)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        except PermissionError:
+            if not os.access(target, os.W_OK):
+                raise
+            tmp = None  # a writable file in a folder that takes no new file: only in place is possible
+            with open(target, "wb") as f:
+                f.write(data)
+            return
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o7777)  # keep the permissions the file had
+        os.replace(tmp, target)
+        tmp = None
     except OSError as e:
-        _fail(UsageError(f"cannot write the report: {e.strerror or e}", str(output)))
+        kept = " (the file is unchanged)" if target.is_file() else ""
+        _fail(UsageError(f"cannot write the report: {e.strerror or e}{kept}", str(output),
+                         "free space or pick another --output" if e.errno in (errno.ENOSPC, errno.EDQUOT) else None))
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 @app.command("analyze")
@@ -131,6 +166,8 @@ def analyze_cmd(
             _fail(UsageError("--parquet needs a folder (a dataset), not a file", str(parquet)))
         try:
             write_parquet(report, parquet, str(report.job.get("id", "job")))
+        except CorrelateError as e:  # a bad job id, or a write that failed (it says what was kept)
+            _fail(e)
         except OSError as e:
             _fail(UsageError(f"cannot write the Parquet dataset: {e.strerror or e}", str(parquet)))
     if fail_on_failure and report.verdict.value in ("root_cause", "job_level"):
@@ -263,6 +300,8 @@ def history_cmd(
     try:
         summary = history.summarize(directory)
         text = history.render(summary, fmt)
+        for d in summary.diagnostics:  # what was left out, on stderr, so the summary stays parseable
+            typer.echo(_line(f"{'note' if d.level == 'info' else 'warning'}: {d.path}: {d.message}"), err=True)
     except CorrelateError as e:
         _fail(e)
     except (OSError, ValueError, KeyError) as e:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from correlator.errors import InputError, UsageError
+from correlator.model import Diagnostic
 from correlator.report.markdown import md_cell, md_code
 from correlator.report.safe import json_safe, visible
 
@@ -72,6 +73,8 @@ class HistorySummary:
     #: nodes that were the root of at least ``REPEAT_THRESHOLD`` jobs' failures (drain candidates)
     repeated_roots: tuple[NodeRow, ...]
     rank_hours: float = 0.0
+    #: what could not be read (a truncated partition file, a stray file), each left out; and notes
+    diagnostics: tuple[Diagnostic, ...] = ()
 
 
 def _iso(value: Any) -> str | None:
@@ -85,14 +88,23 @@ def _iso(value: Any) -> str | None:
 
 
 def summarize(directory: Path | str) -> HistorySummary:
-    """Summarize every job in the dataset folder ``directory`` (the ``--parquet`` output)."""
+    """Summarize every job in the dataset folder ``directory`` (the ``--parquet`` output).
+
+    A partition file that cannot be read is left out with a diagnostic (the summary's
+    ``diagnostics``); only when nothing at all could be read does it raise ``InputError``."""
     from correlator.report.parquet import read_table
 
     folder = Path(directory)
     if not (folder / "incidents").is_dir():
         raise InputError("no correlate Parquet dataset here (no incidents/ folder)", location=str(folder),
                          hint="write one with `correlate --parquet DIR LOGS...`")
-    table = read_table(folder, "incidents")
+    diagnostics: list[Diagnostic] = []
+    table = read_table(folder, "incidents", diagnostics)
+    problems = [d for d in diagnostics if d.level != "info"]
+    if table.num_rows == 0 and problems:
+        first = problems[0]
+        raise InputError(f"no file of the incidents table could be read ({len(problems)} left out; first: "
+                         f"{first.path}: {first.message})", location=str(folder))
     rows = [r for r in table.to_pylist() if r["kind"] == "verdict"]
     # one verdict row per job; should a partition ever hold two, the job still counts once
     by_job: dict[str, dict[str, Any]] = {}
@@ -145,6 +157,7 @@ def summarize(directory: Path | str) -> HistorySummary:
                            key=lambda r: (-r.jobs, -r.rank_hours, r.rule))),
         repeated_roots=tuple(repeated),
         rank_hours=round(total_hours, 3),
+        diagnostics=tuple(diagnostics),
     )
 
 

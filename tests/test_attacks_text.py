@@ -309,20 +309,33 @@ def test_the_cli_writes_the_parquet_partition_of_a_job_dot_five(tmp_path: Path) 
 # --- item 6: folder walking -----------------------------------------------------------------------
 
 
-def _nest(top: Path, levels: int) -> Path:
-    """``top/d/d/.../d`` (``levels`` folders), made one level at a time (``os.makedirs`` recurses)."""
-    path = top
-    for _ in range(levels):
-        path = path / "d"
-        path.mkdir()
-    return path
+@pytest.fixture
+def nest(tmp_path: Path):
+    """Makes ``top/d/d/.../d`` one level at a time (``os.makedirs`` recurses) and removes it the same
+    way afterwards: pytest's clean-up (``shutil.rmtree``) recurses once per level and would fail."""
+    made: list[Path] = []
+
+    def make(top: Path, levels: int) -> Path:
+        path = top
+        for _ in range(levels):
+            path = path / "d"
+            path.mkdir()
+            made.append(path)
+        return path
+
+    yield make
+    for folder in reversed(made):
+        for entry in folder.iterdir():
+            if not entry.is_dir() or entry.is_symlink():
+                entry.unlink()
+        folder.rmdir()
 
 
-def test_a_thousand_nested_folders_are_walked_without_recursion(tmp_path: Path) -> None:
+def test_a_thousand_nested_folders_are_walked_without_recursion(tmp_path: Path, nest) -> None:
     from correlator.extract import sources
 
     job = write_job(tmp_path / "job", "4242")
-    bottom = _nest(job, 1100)
+    bottom = nest(job, 1100)
     (bottom / "rank-0.log").write_text("2026-03-02 14:01:00,000 - train - INFO - step=100 loss=2.31\n")
     (job / "d" / "d" / "d" / "note-abc.log").write_text("[eval] ok\n")  # shallow: read
     r = cli(str(job), "--tz", "UTC", "-f", "json")

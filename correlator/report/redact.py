@@ -15,8 +15,8 @@ import dataclasses
 import difflib
 import functools
 import re
-from enum import Enum
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 from correlator.model import field_names
@@ -92,7 +92,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], str, frozenset[str]], ...] = tuple(
         ("webhook", r"(?i)\b(hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/)"
                     r"(?!\*\*\*)[A-Za-z0-9/_-]+", r"\1" + MASK),
         # signed URLs (S3 and GCS presigned, Azure SAS) and tokens in a query string
-        ("url-query", r"(?i)((?:[?&;]|%3F|%26)(?:sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential"
+        ("url-query", r"(?i)((?:[?&]|%3F|%26)(?:sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential"
                       r"|x-goog-signature|x-goog-credential|access_token|refresh_token|id_token|client_secret"
                       r"|api_?key|key|token|password|sessionid)(?:=|%3D))(?!\*\*\*)[^&\s\"'#<>%]+(?:%(?!26)[0-9A-Fa-f]{2}[^&\s\"'#<>%]*)*",
          r"\1" + MASK),
@@ -107,8 +107,10 @@ _RULES: tuple[tuple[str, re.Pattern[str], str, frozenset[str]], ...] = tuple(
         ("aws-access-key", _NB + r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![A-Za-z0-9])", "AKIA" + MASK),
         ("slack", _NB + r"xox[abposr]-[A-Za-z0-9-]{10,}", "xox-" + MASK),
         ("bearer", r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}", r"\1 " + MASK),
-        # "token <value>" only when the value looks generated (long, with a digit): not "token classification"
-        ("token-word", r"\b([Tt]oken)\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{20,}", r"\1 " + MASK),
+        # "token <value>" only when the value looks generated (long, with a digit): not "token classification",
+        # not a path or an assignment after the word
+        ("token-word", r"\b([Tt]oken)\s+(?![~/.])(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{20,}={0,2}"
+                       r"(?![A-Za-z0-9._~+/=-])", r"\1 " + MASK),
         ("authorization", r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key|private-token)"
                           r"([\"']?\s*[:=]\s*[\"']?)(?:(?:basic|bearer|token|digest)\s+)?(?!\*\*\*)[^\s\"',;]+",
          r"\1\2" + MASK),
@@ -122,7 +124,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], str, frozenset[str]], ...] = tuple(
         ("wandb", r"(?i)\b(wandb_api_key|wandb login(?: --relogin)?|wandb\.login\(\s*key\s*=)(\s*[=:]?\s*[\"']?)"
                   r"(?:local-)?[0-9a-f]{40}\b", r"\1\2" + MASK),
         # netrc lines (wandb and HF write them): machine api.wandb.ai login user password <key>
-        ("netrc", r"\b(login\s+\S+\s+password\s+)\S+", r"\1" + MASK),
+        ("netrc", r"\b(login\s+\S+\s+password\s+)(?!\*\*\*)(?![<\[$])\S+", r"\1" + MASK),
         # an environment-style name (upper case) ending in KEY, SECRET, PASS(WORD), PASSWD, TOKEN,
         # CREDENTIAL(S), or ..._PWD: its value, whatever it looks like (PGPASSWORD=, DB_PASS=, SECRET_KEY=)
         ("env-name", r"(?<![A-Za-z0-9_])((?:[A-Z0-9]+_)*[A-Z0-9]*(?:KEY|SECRET|PASS|PASSWORD|PASSWD|TOKEN|CREDENTIALS?)"
@@ -130,7 +132,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], str, frozenset[str]], ...] = tuple(
         # KEY=value, "key": "value", key='value' for secret-named keys; not special tokens (<pad>, [CLS])
         ("key-value", r"(?i)\b((?:[a-z0-9]+_)*(?:password|passwd|secret|token|api_?key|apikey|access_key|auth_key"
                       r"|client_secret|private_key(?:_id)?|account_?key|shared_?access_?key|sessionid)|(?:[a-z0-9]+_)+pwd)"
-                      r"([\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)(?![<\[])[^\s\"',;}{)]{3,}", r"\1\2" + MASK),
+                      + _SEP + _VALUE_GUARD + _VALUE + "{3,}", r"\1\2" + MASK),
         # db_pass='...': a lower-case ..._pass name, when the value is not a plain word (first_pass=done)
         ("pass-value", r"(?i)(?<![A-Za-z0-9_])((?:[a-z0-9]+_)+pass)" + _SEP + _VALUE_GUARD
                        + r"(?=" + _VALUE + r"*[^a-z\s\"',;}{)])" + _VALUE + "{3,}", r"\1\2" + MASK),
@@ -162,8 +164,18 @@ _ALL_WORDS = tuple(sorted({w for *_, words in _RULES for w in words}))
 #: fewer, shorter literals, one of which is in each of ``_ALL_WORDS``: a string without any (nearly
 #: every string of a report) is left as it is after half as many ``in`` tests
 _COVER = ("-----", "://", "%3a%2f", "slack", "discord", "sig", "x-amz", "x-goog", "token", "secret", "key", "pass",
-          "session", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github", "gl", "wandb", "_live_", "_test_", "whsec_", "sk-", "pypi-", "aiza", "akia", "asia",
-          "agpa", "aida", "aroa", "anpa", "xox", "bearer", "authoriz", "eyj", "cookie", "login", "pwd", "credential")
+          "session", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github", "gl", "wandb", "_live_", "_test_",
+          "whsec_", "sk-", "pypi-", "aiza", "akia", "asia", "agpa", "aida", "aroa", "anpa", "xox", "bearer", "authoriz",
+          "eyj", "cookie", "login", "pwd", "credential")
+
+#: what separates a secret from what a greedy value took with it (a path's next folder, an option)
+_SEPARATORS = re.compile(r"[\s/\"',;:=@&?]+")
+#: a piece of a secret worth looking for again once every shape has run: long, with a letter and a
+#: digit, no dot (not a file name); shorter ones could be ordinary words of the same text
+_LOOKS_GENERATED = re.compile(r"(?=[^\d]*\d)(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9+_!#$%^*~-]{8,}")
+#: the piece of a token on either side of a \r that cuts it
+_CUT_BEFORE = re.compile(r"[A-Za-z0-9_+/=-]{6,}\Z")
+_CUT_AFTER = re.compile(r"[A-Za-z0-9_+/=-]{6,}")
 
 
 def _substitute(text: str) -> str:
@@ -171,16 +183,35 @@ def _substitute(text: str) -> str:
     if not any(w in low for w in _COVER):
         return text
     found = [w for w in _ALL_WORDS if w in low]
-    for _name, pattern, repl, words in _RULES:
-        if not words.isdisjoint(found):
-            text = pattern.sub(repl, text)
-    return text
+    rules = [(pattern, repl) for _name, pattern, repl, words in _RULES if not words.isdisjoint(found)]
+    # what each shape would mask in the text as it came: a shape applied before it may have masked
+    # the name that another secret is known by (password=a/--password b loses "--password")
+    seen = {p for pattern, repl in rules for m in pattern.finditer(text) for p in _secret_pieces(m, repl)}
+    original = text
+    for pattern, repl in rules:
+        text = pattern.sub(repl, text)
+    for piece in sorted(seen, key=len, reverse=True):
+        if piece in text:
+            text = text.replace(piece, MASK)
+    return text if text != original else original
+
+
+def _secret_pieces(m: re.Match[str], repl: str) -> list[str]:
+    """The pieces, between separators, of what replacement ``repl`` masks of match ``m`` (what comes
+    after the prefix it keeps), that are long enough to be looked for once every shape has run."""
+    out = m.expand(repl)
+    kept = out[:out.find(MASK)]
+    whole = m.group(0)
+    secret = whole[len(kept):] if whole.startswith(kept) else whole
+    if MASK in secret:
+        return []
+    return [p for p in _SEPARATORS.split(secret) if _LOOKS_GENERATED.fullmatch(p)]
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def redact(text: str) -> str:
     """``text`` with every credential-shaped piece replaced by ``***``: also one that a ``\\r``
-    progress frame cuts in two (each frame masked on its own, then the frames read as one)."""
+    progress frame cuts in two (the frames read as one text, then each on its own)."""
     if not text:
         return text
     if "\r" not in text:
@@ -213,8 +244,11 @@ def _across_frames(text: str) -> tuple[str, tuple[str, ...]]:
             out.append(text[start:end])
         else:
             out.append(masked[j1:j2])
-            if "\r" in text[start:end]:
-                pieces += [p for p in re.split(r"[\r\s\"',;:=]+", text[start:end]) if len(p) >= 6]
+            frames = text[start:end].split("\r")
+            for k, frame in enumerate(frames):  # the pieces of a token that touch the \r cutting it
+                before = _CUT_BEFORE.search(frame) if k < len(frames) - 1 else None
+                after = _CUT_AFTER.match(frame) if k > 0 else None
+                pieces += [m.group(0) for m in (before, after) if m is not None]
         done = end
     out.append(text[done:])
     return "".join(out), tuple(pieces)
@@ -262,10 +296,10 @@ def _walk(value: Any, mask: _Mask, lines: _Lines | None = None) -> Any:
     changed are returned as they are (no copy)."""
     cls = type(value)
     if cls is str or isinstance(value, str):  # a subclass too (a typed note): masked like any text
-        out = mask(value, lines)
+        masked = mask(value, lines)
         # the cache of ``redact`` answers with the first equal string it saw: the value itself when
         # nothing was masked, so that the dataclass holding it is not copied for nothing
-        return value if out == value else out
+        return value if masked == value else masked
     if cls in _PLAIN or isinstance(value, Enum):
         return value
     if cls is tuple or cls is list:
