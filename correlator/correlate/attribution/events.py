@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from correlator.correlate.attribution import policy
 from correlator.correlate.clocks import ClockEstimate, domain_of
-from correlator.model import Label, Match, Rule, TimeKind
+from correlator.model import Label, Match, Rule, TimeKind, expand_ranks
 
 
 @dataclass
@@ -88,6 +88,18 @@ def who_text(ev: Ev) -> str:
     if w.host:
         return f"node {w.host}"
     return ev.m.path
+
+
+def exit_names(e: Ev) -> set[int]:
+    """The tasks a launcher's line for several workers names (srun's ``tasks 1,6-7: Exited with exit
+    code 1``), for a line with no rank of its own; empty otherwise."""
+    tasks = e.m.capture("tasks") if e.rank is None else None
+    if not tasks:
+        return set()
+    try:
+        return set(expand_ranks(tasks.strip("[]")))
+    except ValueError:
+        return set()
 
 
 def rank_list(text: str | None) -> set[int]:

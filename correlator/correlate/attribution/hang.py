@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from correlator.correlate.attribution import policy
-from correlator.correlate.attribution.events import Ev, rank_list
+from correlator.correlate.attribution.events import Ev, exit_names, rank_list
 from correlator.model.evidence import Clue, EvidenceKind as K
 from correlator.correlate.attribution.lifecycle import Life
 from correlator.model import Role, StreamFacts, TimeKind
@@ -148,8 +148,9 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
         # in the collective when they timed out)
         end = max(ts) + policy.PEER_DEATH_NS if ts else None
         # (nor is one that comes, in the launcher's stream, after the launcher reported a timed-out
-        # peer's exit)
-        exits = [e for e in evs if e.rank in timed and "worker-exit" in e.rule.tags]
+        # peer's exit: its own line for that rank, or srun's one line for several, "tasks 1,6-7:
+        # Exited", whose tasks are ranks when it runs one task per rank)
+        exits = [e for e in evs if "worker-exit" in e.rule.tags and (e.rank in timed or exit_names(e) & timed)]
 
         def after_exits(e: Ev) -> bool:
             return any(x.m.path == e.m.path and x.m.offset < e.m.offset for x in exits)
