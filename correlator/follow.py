@@ -30,6 +30,7 @@ from typing import TextIO
 from correlator import pipeline
 from correlator.extract import sources
 from correlator.extract.extractor import KEEP_FIRST, KEEP_LAST, Engine, ExtractOptions, extract
+from correlator.model import FactSource
 from correlator.model import (
     Anchor, DiagCode, Diagnostic, Digest, IdentityFact, Match, Report, Rule, SourceInfo, StreamFacts, Verdict,
 )
@@ -162,7 +163,7 @@ class _Source:
         for f in d.identities:
             if len(self.identities) < MAX_IDENTITIES:
                 self.identities[f] = None
-            if f.source == "failure-table" and f.is_root_entry:
+            if f.source is FactSource.FAILURE_TABLE and f.is_root_entry:
                 self.end_seen = True  # torchrun's closing summary
         for x in d.diagnostics:
             key = _DIGITS.sub("#", f"{x.level}|{x.message}")

@@ -15,7 +15,7 @@ from correlator.extract import digest_io
 from correlator.extract.digest_io import digest_from_arrow, digest_schema, digest_to_arrow
 from correlator.extract.extractor import ExtractOptions, extract
 from correlator.model import (
-    Anchor, Diagnostic, Digest, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
+    Anchor, DiagCode, Diagnostic, Digest, FactSource, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
 )
 from correlator.extract.sources import identity_from_path
 from correlator.extract.timestamps import resolve_tz
@@ -38,9 +38,10 @@ MATCH = st.builds(
 STREAM = st.builds(StreamFacts, who=WHO, path=TEXT, lines=I64, first_ns=OPT_I64, last_ns=OPT_I64, last_offset=I64,
                    last_step=OPT_I64, last_step_ns=OPT_I64, attempt=OPT_I64)
 ANCHOR = st.builds(Anchor, kind=TEXT, key=TEXT, who=WHO, time_ns=I64, path=TEXT)
-IDENT = st.builds(IdentityFact, who=WHO, origin_task=OPT_I64, origin_path=TEXT, source=TEXT, time_ns=OPT_I64,
-                  exitcode=OPT_I64, is_root_entry=st.booleans())
-DIAG = st.builds(Diagnostic, level=st.sampled_from(["info", "warning", "error"]), path=OPT_TEXT, message=TEXT)
+IDENT = st.builds(IdentityFact, who=WHO, origin_task=OPT_I64, origin_path=TEXT, source=st.sampled_from(FactSource),
+                  time_ns=OPT_I64, exitcode=OPT_I64, is_root_entry=st.booleans(), comm_size=OPT_I64, bus=OPT_I64)
+DIAG = st.builds(Diagnostic, level=st.sampled_from(["info", "warning", "error"]), path=OPT_TEXT, message=TEXT,
+                 code=st.sampled_from(DiagCode), count=I64)
 SOURCE = st.builds(SourceInfo, path=TEXT, kind=TEXT, size=OPT_I64, file_rank=OPT_I64, file_local_rank=OPT_I64,
                    file_node=OPT_TEXT, attempt=OPT_I64, stream=TEXT)
 DIGEST = st.builds(

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from correlator.model import Digest, Match, StreamFacts, Who
+from correlator.model import Digest, FactSource, Match, StreamFacts, Who
 from correlator.model.ranks import compress_ranks, expand_ranks  # noqa: F401  (re-used here)
 
 
@@ -56,20 +56,12 @@ def _group_key(path: str) -> str:
 
 def _comm_size(fact: IdentityFact) -> int | None:
     """The size of the NCCL communicator an init line was about (None for other statements)."""
-    if fact.source.startswith("nccl-init:"):
-        n = fact.source.split(":")[1]
-        return int(n) if n.isdecimal() else None
-    return None
+    return fact.comm_size if fact.source is FactSource.NCCL_INIT else None
 
 
 def _bus_of(fact: IdentityFact) -> int | None:
     """The PCI bus id an NCCL init line names (``busId 38000``), as a number."""
-    if ":bus=" in fact.source:
-        try:
-            return int(fact.source.rsplit(":bus=", 1)[1], 16)
-        except ValueError:
-            return None
-    return None
+    return fact.bus
 
 
 def pci_bus(text: str) -> int | None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from correlator.correlate import accounting, attempts, attribution, clocks, identity
+from correlator.model import FactSource
 from correlator.model import (
     UNDETERMINED_NOTE, DiagCode, Diagnostic, Digest, IdentityFact, Report, Rule, Stats, SurvivedNote, TornDownNote,
     compress_ranks, iso,
@@ -78,7 +79,7 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         "procs_per_node": imap.procs_per_node,
         "attempts": split.numbers,
     }
-    tables = [f for f in facts if f.source == "failure-table" and f.is_root_entry]
+    tables = [f for f in facts if f.source is FactSource.FAILURE_TABLE and f.is_root_entry]
     if tables:
         job["launcher_root_cause_tables"] = [
             {"node": f.who.host, "rank": f.who.rank, "local_rank": f.who.local_rank, "exitcode": f.exitcode,

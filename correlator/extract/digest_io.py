@@ -19,7 +19,8 @@ with one row; every column is one field of ``Digest``, nested types follow ``cor
                              last_step_offset: int64?>>
     anchors      list<struct<kind: string, key: string, who: Who, time_ns: int64, path: string>>
     identities   list<struct<who: Who, origin_task: int64?, origin_path: string, source: string,
-                             time_ns: int64?, exitcode: int64?, is_root_entry: bool>>
+                             time_ns: int64?, exitcode: int64?, is_root_entry: bool, comm_size: int64?,
+                             bus: int64?>>
     diagnostics  list<struct<level: string, path: string?, message: string, code: string, count: int64>>
     bytes_read, lines, bytes_skipped, lines_capped: int64
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 
 from correlator.model import (
-    Anchor, DiagCode, Diagnostic, Digest, IdentityFact, Match, Role, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
+    Anchor, DiagCode, Diagnostic, Digest, FactSource, IdentityFact, Match, Role, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
 )
 from correlator.extract.prefixes import (
     NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, ranks_in_text, split_prefix, strip_ansi,
@@ -591,7 +591,7 @@ def _table_fact(state: _State, buf: _Buffer, start: int, prefix: Prefix, msg: st
     rank = int(m.group(1))
     who = Who(rank=rank if rank >= 0 else None, local_rank=int(m.group(2)), task=prefix.task,
               host=fields.get("host") or None, pid=pid)
-    state.identities.append(IdentityFact(who, prefix.task, state.src.path, "failure-table", t, exitcode, section_root))
+    state.identities.append(IdentityFact(who, prefix.task, state.src.path, FactSource.FAILURE_TABLE, t, exitcode, section_root))
 
 
 #: a launcher prefix in the middle of a line: a progress bar without a newline, then a rank's line
@@ -643,19 +643,20 @@ def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, ms
             # (the communicator's size rides along: a sub-communicator's rank is not the global one;
             # and the GPU's PCI bus id, which a kernel's Xid line names)
             bus = _NCCL_BUS.search(msg)
-            state.identities.append(IdentityFact(who, prefix.task, state.src.path, f"nccl-init:{m.group(2)}"
-                                                 + (f":bus={bus.group(1).lower()}" if bus else "")))
+            state.identities.append(IdentityFact(who, prefix.task, state.src.path, FactSource.NCCL_INIT,
+                                                 comm_size=int(m.group(2)),
+                                                 bus=int(bus.group(1), 16) if bus else None))
     elif name == "ray-pg":
         m = _RAY_PG.search(msg)
         if m and prefix.pid is not None:  # the worker's pid is in Ray's "(pid=N)" tag
             state.identities.append(IdentityFact(Who(rank=int(m.group(1)), host=prefix.host, pid=prefix.pid),
-                                                 prefix.task, state.src.path, "ray"))
+                                                 prefix.task, state.src.path, FactSource.RAY))
     elif name == "ray-train":
         m = _RAY_TRAIN.search(msg)
         if m:
             who = Who(rank=int(m.group("rank")), local_rank=int(m.group("local")), host=m.group("ip"),
                       pid=int(m.group("pid")))
-            state.identities.append(IdentityFact(who, None, state.src.path, "ray"))
+            state.identities.append(IdentityFact(who, None, state.src.path, FactSource.RAY))
     elif name == "rendezvous":
         g = _RDZV_GLOBAL.search(msg)
         if not g:
@@ -674,7 +675,7 @@ def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, ms
         locals_ = local_list if local_list and len(local_list) == len(globals_) else list(range(len(globals_)))
         for lr, gr in zip(locals_, globals_):
             state.identities.append(IdentityFact(Who(rank=gr, local_rank=lr, task=prefix.task), prefix.task,
-                                                 state.src.path, "rendezvous"))
+                                                 state.src.path, FactSource.RENDEZVOUS))
 
 
 def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:

@@ -10,7 +10,7 @@ notation. Everything is re-exported here: ``from correlator.model import Match``
 from __future__ import annotations
 
 from correlator.model.digest import (
-    Anchor, DiagCode, Diagnostic, Digest, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
+    Anchor, DiagCode, Diagnostic, Digest, FactSource, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
 )
 from correlator.model.ranks import compress_ranks, expand_ranks
 from correlator.model.report import (
@@ -26,7 +26,7 @@ from correlator.model.rules import (
 NS = 1_000_000_000
 
 __all__ = [
-    "NS", "Anchor", "DiagCode", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
+    "NS", "Anchor", "DiagCode", "FactSource", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
     "Example", "ExitCode", "Group", "IdentityFact", "Label", "Match", "MatchSpec", "Phase", "RankRow", "RankState",
     "Related", "Report", "Restart", "Role", "RootCause", "Rule", "Scope", "Severity", "SourceInfo", "Stats",
     "StreamFacts", "SURVIVED_NOTE_END", "SurvivedNote", "TornDownNote", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "Verdict", "VersionNote",

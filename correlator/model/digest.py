@@ -106,6 +106,19 @@ class Anchor:
     path: str = ""
 
 
+class FactSource(StrEnum):
+    """What kind of statement an identity fact comes from."""
+
+    #: an NCCL communicator's init line (``comm 0x... rank 5 nRanks 16 ... busId 3b000``)
+    NCCL_INIT = "nccl-init"
+    #: a row of torchrun's ``ChildFailedError`` failure table
+    FAILURE_TABLE = "failure-table"
+    #: torchelastic's rendezvous result (``global_ranks=[...]``)
+    RENDEZVOUS = "rendezvous"
+    #: Ray's table of its train workers, or its process-group setup line
+    RAY = "ray"
+
+
 @dataclass(frozen=True, slots=True)
 class IdentityFact:
     """A statement in the logs that ties identities together (rank <-> host/local rank/pid)."""
@@ -114,11 +127,15 @@ class IdentityFact:
     #: srun task / node that printed the statement (an agent's table names its own node's ranks)
     origin_task: int | None = None
     origin_path: str = ""
-    source: str = ""  # "nccl-init:<nranks>", "failure-table", "rendezvous", ...
+    source: FactSource = FactSource.NCCL_INIT
     #: for failure-table records: time, exit code, and whether it was the table's "Root Cause"
     time_ns: int | None = None
     exitcode: int | None = None
     is_root_entry: bool = False
+    #: for NCCL init lines: the communicator's size (a sub-communicator's rank is not the global
+    #: one) and the GPU's PCI bus id (which a kernel's Xid line names)
+    comm_size: int | None = None
+    bus: int | None = None
 
 
 class DiagCode(StrEnum):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from correlator.correlate.attribution import policy
 from correlator.correlate.attribution.events import Ev
+from correlator.model import FactSource
 from correlator.model import SURVIVED_NOTE_END, IdentityFact, Role, StreamFacts, SurvivedNote, TimeKind, iso
 from correlator.model import NS
 
@@ -95,7 +96,7 @@ def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[Ide
             lives[e.rank].exit_failed = True
             lives[e.rank].exit_reports.append(e)
     for f in facts:
-        if f.source == "failure-table" and f.who.rank is not None and f.exitcode not in (None, 0, -15, -2, -1):
+        if f.source is FactSource.FAILURE_TABLE and f.who.rank is not None and f.exitcode not in (None, 0, -15, -2, -1):
             lives[f.who.rank].exit_failed = True
     ok_hosts = {e.m.who.host for e in evs if COMPLETION_TAG in e.rule.tags and e.rank is None
                 and e.m.who.task is None and (until_ns is None or e.t is None or e.t <= until_ns)
