@@ -289,3 +289,27 @@ def test_a_job_cancelled_after_its_collectives_timed_out_is_the_hangs():
     early = [match(cancel, None, 300.0, path="slurm-1.out")]
     out = attribute([*waits, *early], [stream(r) for r in range(8)], rules, {}, set(range(8)))
     assert out.verdict is Verdict.JOB_LEVEL, out.why
+
+
+def test_a_peer_error_after_sruns_grouped_exit_line_is_a_rank_that_woke_late():
+    """In one ``srun --label`` stream, srun reports several ranks' exits in one line (``tasks 1,3-7:
+    Exited``): a peer error after it is a rank waking up to find its peers gone (the stalled one),
+    as after srun's line for one task; a peer error before it is one more rank of the timeout wave."""
+    recv = rule("network.gloo-recv-timeout", Role.COLLATERAL, tags=("timeout",))
+    closed = rule("network.gloo-connection-closed-by-peer", Role.COLLATERAL, tags=("peer-loss", "peer-transport"))
+    exited = rule("slurm.task-exited", Role.TEARDOWN, tags=("srun", "worker-exit"))
+    rules = {r.id: r for r in (recv, closed, exited)}
+    path = "slurm-81006.out"
+    lines = [match(recv, r, None, path=path, offset=100 * i) for i, r in enumerate((1, 3, 4, 5, 6, 7))]
+    lines.append(match(closed, 0, None, path=path, offset=700))  # in the wave: a neighbour closed the pair
+
+    def verdict(exit_lines: list[Match]) -> int | None:
+        late = match(closed, 2, None, path=path, offset=2000)  # rank 2 wakes after they are gone
+        out = attribute([*lines, *exit_lines, late], [stream(r, path=path) for r in range(8)], rules, {}, set(range(8)))
+        return out.root.rank if out.verdict is Verdict.ROOT_CAUSE and out.root is not None else None
+
+    grouped = [match(exited, None, None, path=path, offset=1000, caps={"tasks": "1,3-7"}),
+               match(exited, None, None, path=path, offset=1100, caps={"tasks": "0"})]
+    one_each = [match(exited, r, None, path=path, offset=1000 + 10 * r) for r in (0, 1, 3, 4, 5, 6, 7)]
+    assert verdict(one_each) == 2
+    assert verdict(grouped) == 2
