@@ -54,8 +54,11 @@ HEAD_SIZES_ONE = (64 << 10, 256 << 10)
 TAIL_SIZES_ONE = (128 << 10, 512 << 10)
 #: the head bytes on which a source is judged one writer's or not
 ONE_WRITER_PROBE = 256 << 10
-#: a line longer than this is cut for matching and display (the rest is still scanned)
+#: a line longer than this is cut for matching and display (the rest is still scanned): its start,
+#: the start of its last ``\r`` frame and its end are kept (``_long_line_parts``)
 MAX_LINE_BYTES = 1 << 20
+#: of an over-long line, the bytes kept of its last frame's start and of its end
+LONG_LINE_END_BYTES = 64 << 10
 #: matches kept per (rule, writer) in one source: the first ones and the last ones
 KEEP_FIRST, KEEP_LAST = 40, 10
 #: lines of one source on which a rule's pattern may hit the time limit before the rule is dropped there
@@ -414,7 +417,31 @@ class _Buffer:
 
 
 def _decode(raw: bytes) -> str:
-    return strip_ansi(raw[:MAX_LINE_BYTES].decode("utf-8", "replace"))
+    if len(raw) > MAX_LINE_BYTES:
+        return "\r".join(strip_ansi(p.decode("utf-8", "replace")) for p in _long_line_parts(raw))
+    return strip_ansi(raw.decode("utf-8", "replace"))
+
+
+def _long_line_parts(raw: bytes) -> list[bytes]:
+    """What of a line over ``MAX_LINE_BYTES`` is matched: its start (the launcher prefix, the first
+    frames), the start of its last ``\\r`` frame and its end, ``LONG_LINE_END_BYTES`` each. A
+    terminal shows the last frame, and an error printed after 20,000 tqdm frames or at the end of a
+    runaway line is there. The parts are joined as frames, so that no pattern matches across a cut."""
+    end_n = LONG_LINE_END_BYTES
+    stop = len(raw.rstrip(b"\r\n"))
+    head_to = MAX_LINE_BYTES - 2 * end_n
+    tail_from = max(head_to, stop - end_n)
+    last_cr = raw.rfind(b"\r", head_to, stop)
+    parts = [raw[:head_to]]
+    if last_cr < 0 or last_cr + 1 >= tail_from:
+        # the last frame starts inside the kept end: begin the end at a frame start (no torn frame)
+        cr = raw.find(b"\r", tail_from, stop)
+        if cr >= 0 and last_cr >= 0:
+            tail_from = cr + 1
+    else:
+        parts.append(raw[last_cr + 1: min(last_cr + 1 + end_n, tail_from)])
+    parts.append(raw[tail_from:stop])
+    return parts
 
 
 def _same_writer(data: bytes, s: int, pbytes: bytes) -> bool:
@@ -1396,7 +1423,7 @@ class Extractor:
         if state.lines_capped:
             state.diags.append(Diagnostic("warning", src.path,
                                           f"{state.lines_capped} line(s) longer than {MAX_LINE_BYTES >> 20} MiB: "
-                                          f"scanned, but cut for matching and display", DiagCode.LONG_LINES_CUT,
+                                          f"scanned, but only their start, the start of their last frame and their end were matched", DiagCode.LONG_LINES_CUT,
                                           state.lines_capped))
         matches.sort(key=lambda m: m.offset)
         if state.tz_assumed:

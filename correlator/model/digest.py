@@ -185,6 +185,8 @@ class DiagCode(StrEnum):
     VERDICT_TORN_DOWN = "verdict-torn-down"
     #: a followed file was replaced or truncated
     FOLLOW_RESTART = "follow-restart"
+    #: a followed file was deleted (what was read from it stays)
+    FOLLOW_GONE = "follow-gone"
     #: an entry of a Parquet dataset that is no partition's Parquet file (left out by ``history``)
     STRAY_FILE = "stray-file"
     #: the job id the logs state cannot name a Parquet partition; a stable hash of it stands in
