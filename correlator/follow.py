@@ -472,7 +472,9 @@ class Follower:
         kept = not st.whole and bool(st.first or st.streams or st.identities or st.anchors_first)
         if kept:
             gens = self.generations.setdefault(path, [])
-            gens.append(_Generation(_relabel(st.digest(), label), st.dev_ino, replaced, st.end_seen))
+            d = st.digest()  # (without the notes of earlier restarts: the current source says those)
+            d = replace(d, diagnostics=tuple(x for x in d.diagnostics if x.code is not DiagCode.FOLLOW_RESTART))
+            gens.append(_Generation(_relabel(d, label), st.dev_ino, replaced, st.end_seen))
             if len(gens) > MAX_GENERATIONS:
                 del gens[1]  # the first (where the job's trouble began) and the latest are kept
                 self.generations_dropped[path] = self.generations_dropped.get(path, 0) + 1

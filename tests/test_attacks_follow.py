@@ -135,7 +135,10 @@ def test_many_truncations_keep_a_bounded_number_of_generations(tmp_path):
     rep = f.report()
     assert len(f.generations[str(p)]) == fl.MAX_GENERATIONS
     assert rep.root_cause is not None and rep.root_cause.rule == EIO  # the first generation is kept
-    assert any(d.code is DiagCode.MATCHES_NOT_KEPT and "generation" in d.message for d in rep.diagnostics)
+    not_kept = [d for d in _codes(rep, DiagCode.MATCHES_NOT_KEPT) if d.path == str(p)]
+    assert [d.count for d in not_kept] == [5]
+    # one restart note, on the file itself (the generations do not repeat it)
+    assert [d.path for d in _codes(rep, DiagCode.FOLLOW_RESTART)] == [str(p)]
 
 
 def test_deleted_file_stays_in_the_report_and_is_not_called_missing(tmp_path):
