@@ -12,6 +12,14 @@ writer) as ``extract`` does, a capped set of clock anchors and identity facts; l
 only while one new piece is read (plus 64 KiB of look-back so that context and inherited times
 work across piece edges). Compressed files and torchelastic ``error.json`` files are read whole
 again when they change: they cannot be appended to in place.
+
+A followed file can change under the follower. Truncated (``copytruncate`` rotation, a restarted
+job writing ``>``) or replaced (renamed away, a new file under its name): what was read from it is
+evidence all the same (a rotated log's earlier failure is still the job's), so it is kept as a
+previous generation of the source, under a marked name, and the file is read again from its start.
+Deleted: what was read stays. Each of these is a diagnostic and a live note. Pieces that are not
+text (random bytes, a binary dump written into the log) are blanked line by line before extraction
+and named in a diagnostic; the lines around them are read.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import re
 import select
 import sys
 import time
+from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,12 +38,28 @@ from typing import TextIO
 
 from correlator import pipeline
 from correlator.extract import sources
-from correlator.extract.extractor import KEEP_FIRST, KEEP_LAST, Engine, ExtractOptions, extract
-from correlator.model import FactSource
-from correlator.model import (
-    Anchor, DiagCode, Diagnostic, Digest, IdentityFact, Match, Report, Rule, SourceInfo, StreamFacts, Verdict,
+from correlator.extract.extractor import (
+    KEEP_FIRST,
+    KEEP_LAST,
+    Engine,
+    ExtractOptions,
+    extract,
 )
 from correlator.extract.timestamps import resolve_tz
+from correlator.model import FactSource
+from correlator.model import (
+    Anchor,
+    DiagCode,
+    Diagnostic,
+    Digest,
+    IdentityFact,
+    Match,
+    Report,
+    Rule,
+    SourceInfo,
+    StreamFacts,
+    Verdict,
+)
 from correlator.report.safe import visible
 
 #: the tag of rules whose line ends the job (a SLURM cancel or abort, srun's exited tasks, torchrun's
@@ -49,6 +74,13 @@ MAX_PIECE = 256 << 20
 MAX_ANCHORS_FIRST, MAX_ANCHORS_RECENT = 1024, 3072
 MAX_IDENTITIES = 20_000
 MAX_DIAGS = 200
+#: previous generations (before a truncation or replacement) kept per path: the first and the latest
+MAX_GENERATIONS = 8
+#: bytes checked for text at a time; a line longer than this is judged in pieces of it
+PROBE_BLOCK = 8 << 10
+SCAN_CHUNK = 1 << 20
+#: non-text lines at most this far apart are named as one piece in the diagnostic
+GARBAGE_GAP = 512
 _DIGITS = re.compile(r"\d+")
 
 
@@ -60,6 +92,9 @@ class _Window(io.RawIOBase):
         self._f = open(path, "rb")  # noqa: SIM115 - closed in close()
         self._f.seek(start)
         self._left = end - start
+        self._pos = start
+        #: sorted, disjoint ``[a, b)`` file ranges read as spaces (pieces that are not text)
+        self.masks: list[tuple[int, int]] = []
 
     def readable(self) -> bool:
         return True
@@ -69,6 +104,15 @@ class _Window(io.RawIOBase):
             return 0
         view = memoryview(b)[: min(len(b), self._left)]
         n = self._f.readinto(view) or 0
+        if self.masks and n:
+            lo, hi = self._pos, self._pos + n
+            i = max(0, bisect_right(self.masks, (lo, lo)) - 1)
+            while i < len(self.masks) and self.masks[i][0] < hi:
+                a, b = max(self.masks[i][0], lo), min(self.masks[i][1], hi)
+                if a < b:
+                    view[a - lo: b - lo] = b" " * (b - a)
+                i += 1
+        self._pos += n
         self._left -= n
         return n
 
@@ -102,6 +146,8 @@ class _Source:
     identities: dict[IdentityFact, None] = field(default_factory=dict)
     diags: OrderedDict[str, Diagnostic] = field(default_factory=OrderedDict)
     end_seen: bool = False
+    gone: bool = False  # deleted while followed (what was read stays)
+    garbage: list = field(default_factory=lambda: [0, 0, None, None])  # runs, bytes, first and last range
     pending: bytes = b""  # stdin: bytes after the last newline, and the look-back before them
     look_back: bytes = b""
 
@@ -181,10 +227,143 @@ class _Source:
         for rule_id, n in sorted(self.dropped.items()):
             diags.append(Diagnostic("info", self.src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
                                     DiagCode.MATCHES_NOT_KEPT, n))
+        runs, nbytes, first, last = self.garbage
+        if runs:
+            where = f"bytes {first[0]}-{first[1]}" if runs == 1 else \
+                f"the first at bytes {first[0]}-{first[1]}, the last at bytes {last[0]}-{last[1]}"
+            diags.append(Diagnostic(
+                "warning", self.src.path,
+                f"{runs} piece(s) that are not text ({nbytes} bytes; {where}) skipped while followed; the lines "
+                "around them were read (if the log should have text there, look at the writer)",
+                DiagCode.BINARY, nbytes))
         anchors = list(self.anchors_first.values()) + list(self.anchors_recent.values())
         return Digest(self.src, tuple(matches), tuple(self.streams.values()), tuple(anchors),
                       tuple(self.identities), tuple(diags), self.bytes_read, self.lines + self.partial,
-                      self.bytes_skipped, self.lines_capped)
+                      self.bytes_skipped + nbytes, self.lines_capped)
+
+    def note_garbage(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Count ``ranges`` (new bytes, in file order) as pieces that were not read."""
+        for a, b in ranges:
+            runs, nbytes, first, last = self.garbage
+            if last is not None and a - last[1] <= GARBAGE_GAP:  # more of the same piece
+                last = (last[0], b)
+                first = last if runs == 1 else first
+            else:
+                runs += 1
+                last = (a, b)
+                first = first or last
+            self.garbage = [runs, nbytes + b - a, first, last]
+
+
+@dataclass
+class _Generation:
+    """What was read from a file before it was truncated or replaced: kept as evidence."""
+
+    digest: Digest
+    dev_ino: tuple[int, int] | None
+    replaced: bool
+    end_seen: bool
+
+
+def _relabel(d: Digest, label: str) -> Digest:
+    """``d`` under another source name (every match, stream, anchor and diagnostic with it)."""
+    return replace(
+        d, source=replace(d.source, path=label),
+        matches=tuple(replace(m, path=label) for m in d.matches),
+        streams=tuple(replace(s, path=label) for s in d.streams),
+        anchors=tuple(replace(a, path=label) for a in d.anchors),
+        diagnostics=tuple(replace(x, path=label) for x in d.diagnostics))
+
+
+def _garbage_line(line: bytes) -> bool:
+    """Whether one line is clearly not text (judged as ``text_probe`` judges a file's head, but
+    asking for a few bad bytes at least: one odd byte in a short line is not a binary piece)."""
+    sample = sources._NUL_RUN.sub(b"", line) if b"\0" in line else line
+    if not sample:
+        return False
+    bad = len(sample.translate(None, sources._TEXT_BYTES))
+    if bad >= 2 and bad / len(sample) >= 0.05:
+        return True
+    if sample.isascii():
+        return False
+    text = sample.decode("utf-8", "replace")
+    n = text.count("\ufffd")
+    return n >= 4 and n / len(text) >= 0.2
+
+
+def _clean(chunk: bytes) -> bool:
+    """The fast check: no control bytes but tabs, line ends and ESC, and valid UTF-8."""
+    if chunk.translate(None, sources._TEXT_BYTES):
+        return False
+    if chunk.isascii():
+        return True
+    try:
+        chunk.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _judge(data: bytes, base: int, add: Callable[[int, int], None]) -> None:
+    """Blocks of about ``PROBE_BLOCK`` of ``data`` (at file offset ``base``) that ``text_probe``
+    fails: each of their lines that is clearly not text goes to ``add``."""
+    i = 0
+    while i < len(data):
+        j = data.find(b"\n", i + PROBE_BLOCK - 1) + 1 or len(data)
+        if j - i > 2 * PROBE_BLOCK:
+            j = i + PROBE_BLOCK
+        block = data[i:j]
+        if not sources.text_probe(block) or (len(block) > PROBE_BLOCK and not sources.text_probe(block[PROBE_BLOCK:])):
+            k = 0
+            while k < len(block):
+                nl = block.find(b"\n", k)
+                stop = len(block) if nl < 0 else nl
+                if _garbage_line(block[k:stop]):
+                    add(base + i + k, base + i + stop)
+                k = stop + 1
+        i = j
+
+
+def _garbage_ranges(path: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The ``[a, b)`` ranges of ``[start, end)`` of the file that are lines of no text (their
+    newlines left out, so that line numbers stay), in order and merged. Blocks of about
+    ``PROBE_BLOCK`` that ``text_probe`` passes are text; in a block it fails, each line is judged."""
+    out: list[tuple[int, int]] = []
+
+    def add(a: int, b: int) -> None:
+        if a >= b:
+            return
+        if out and out[-1][1] == a:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+
+    with open(path, "rb") as f:
+        f.seek(start)
+        pos, carry = start, b""
+        while True:
+            want = min(SCAN_CHUNK, end - pos)
+            got = f.read(want) if want > 0 else b""
+            if want > 0 and not got:
+                end = pos  # it shrank under us: what is there is judged
+            pos += len(got)
+            data = carry + got
+            if not data:
+                break
+            carry = b""
+            if pos < end:
+                cut = data.rfind(b"\n") + 1
+                if cut == 0 and len(data) < 4 * SCAN_CHUNK:
+                    carry = data  # inside a long line: judge it with more of it
+                    continue
+                if cut:
+                    data, carry = data[:cut], data[cut:]
+            base = pos - len(carry) - len(data)
+            if not _clean(data):
+                _judge(data, base, add)
+            if pos >= end and not carry:
+                break
+    return out
 
 
 def _identity(src: SourceInfo) -> tuple:
@@ -233,20 +412,29 @@ class Follower:
         self.end_rules = frozenset(r.id for r in self.rules if JOB_END_TAG in r.tags)
         self.xopts = ExtractOptions(tz=resolve_tz(self.opts.tz), scanner=self.opts.scanner)
         self.sources: dict[str, _Source] = {}
+        #: per path, what was read before each truncation or replacement (the first and the latest kept)
+        self.generations: dict[str, list[_Generation]] = {}
+        self.restarts: dict[str, int] = {}
+        self.generations_dropped: dict[str, int] = {}
+        #: one line each for the live output: a file rotated, truncated or deleted (``follow`` prints them)
+        self.notes: list[str] = []
         self.found_diags: list[Diagnostic] = []
         self.stdin_open = "-" in self.inputs
         self.started = time.perf_counter()
 
     @property
     def end_seen(self) -> bool:
-        return any(s.end_seen for s in self.sources.values())
+        return any(s.end_seen for s in self.sources.values()) or any(
+            g.end_seen for gs in self.generations.values() for g in gs)
 
     def poll(self, final: bool = False) -> bool:
         """Read what arrived since the last poll; True if anything was read. ``final`` also reads
         the last line of each file when it has no newline yet."""
         found, diags = sources.discover([i for i in self.inputs if i != "-"], all_files=self.opts.all_files) \
             if any(i != "-" for i in self.inputs) else ([], [])
-        self.found_diags = diags
+        seen = {src.path for src in found}
+        # a followed file that vanished was read all the same: not "missing", and its lines stay
+        self.found_diags = [d for d in diags if not (d.code is DiagCode.MISSING and d.path in self.sources)]
         changed = False
         for src in found:
             st = self.sources.get(src.path)
@@ -255,8 +443,63 @@ class Follower:
                     changed = True  # its name now says another rank (a new file joined its family)
                 st = self.sources[src.path] = _Source(src, _identity(src))
             changed |= self._read_file(st, final)
+        for path, st in self.sources.items():
+            if path not in seen and st.src.kind != "stdin":
+                changed |= self._check_gone(st)
+        changed |= self._drop_renamed()
         if self.stdin_open:
             changed |= self._read_stdin(final)
+        return changed
+
+    def _check_gone(self, st: _Source) -> bool:
+        """A source discovery no longer finds: note once that it was deleted (what was read stays)."""
+        if st.gone or os.path.lexists(st.src.path):
+            return False
+        st.gone = True
+        st.diags["gone"] = Diagnostic(
+            "warning", st.src.path, f"deleted while followed: the {st.lines} line(s) read from it before stay in the "
+            "report; lines written after the last look were not read", DiagCode.FOLLOW_GONE)
+        self.notes.append(f"{st.src.path} was deleted: the {st.lines} line(s) read from it stay in the report")
+        return True
+
+    def _retire(self, st: _Source, replaced: bool, size: int) -> None:
+        """The file under ``st`` was truncated or replaced: keep what was read as a previous
+        generation (under a marked name), and start reading it again from its start."""
+        path = st.src.path
+        n = self.restarts[path] = self.restarts.get(path, 0) + 1
+        how = "replaced" if replaced else "truncated"
+        label = f"{path} (before it was {how}, #{n})"
+        # (a compressed file is read whole again: its new content holds the old)
+        kept = not st.whole and bool(st.first or st.streams or st.identities or st.anchors_first)
+        if kept:
+            gens = self.generations.setdefault(path, [])
+            d = st.digest()  # (without the notes of earlier restarts: the current source says those)
+            d = replace(d, diagnostics=tuple(x for x in d.diagnostics if x.code is not DiagCode.FOLLOW_RESTART))
+            gens.append(_Generation(_relabel(d, label), st.dev_ino, replaced, st.end_seen))
+            if len(gens) > MAX_GENERATIONS:
+                del gens[1]  # the first (where the job's trouble began) and the latest are kept
+                self.generations_dropped[path] = self.generations_dropped.get(path, 0) + 1
+        lines = st.lines
+        st.reset()
+        where = f"kept as '{label}'" if kept else "nothing in them to keep"
+        st.diags["restart"] = Diagnostic(
+            "warning", path, f"{how} while followed ({n} time(s); now {size} bytes): the {lines} line(s) read before "
+            f"are {where}; the file is read again from its start", DiagCode.FOLLOW_RESTART, n)
+        self.notes.append(f"{path} was {how}" + (" (rotated)" if replaced else f" to {size} bytes") +
+                          f": the {lines} line(s) read before are {where}; reading it again from the start")
+
+    def _drop_renamed(self) -> bool:
+        """A replaced file found again under another name (``app.log`` -> ``app.log.1``) is read
+        there whole: its kept generation would count it twice."""
+        where = {st.dev_ino: path for path, st in self.sources.items() if st.dev_ino is not None and not st.gone}
+        changed = False
+        for path, gens in self.generations.items():
+            for g in list(gens):
+                other = where.get(g.dev_ino) if g.replaced else None
+                if other is not None and other != path:
+                    gens.remove(g)
+                    changed = True
+                    self.notes.append(f"{path}: its earlier lines are read under its new name, {other}")
         return changed
 
     def _read_file(self, st: _Source, final: bool) -> bool:
@@ -264,12 +507,11 @@ class Follower:
         try:
             info = os.stat(path)
         except OSError:
-            return False  # gone: what was read stays
+            return self._check_gone(st)  # gone: what was read stays
         size, dev_ino = info.st_size, (info.st_dev, info.st_ino)
         if st.dev_ino is not None and (dev_ino != st.dev_ino or size < st.offset):
-            st.reset()  # replaced or truncated (log rotation, a restarted job): read it again
-            st.diags["restart"] = Diagnostic("info", path, "replaced or truncated while followed: read again",
-                                              DiagCode.FOLLOW_RESTART)
+            self._retire(st, dev_ino != st.dev_ino, size)  # log rotation, a restarted job
+        st.gone = False
         st.dev_ino = dev_ino
         if size == st.size_seen and not (final and st.offset < size):
             return False
@@ -311,9 +553,30 @@ class Follower:
             with open(path, "rb") as f:
                 f.seek(start)
                 back_lines = f.read(back).count(b"\n")
+        head_text = True
+        if st.offset == 0:  # the file's head decides whether it is a text log at all, as in batch mode
+            with open(path, "rb") as f:
+                head_text = sources.text_probe(f.read(8192))
+        if head_text:
+            # pieces that are not text, blanked line by line (the look-back's again, so that the
+            # extractor's own probe of the piece's head sees text); the new ones are reported
+            masks = _garbage_ranges(path, start, end)
+            if masks:
+                stream.raw.masks = masks  # type: ignore[attr-defined]
+                st.note_garbage([(max(a, st.offset), b) for a, b in masks if b > st.offset])
         d = extract(replace(st.src, size=end - start), self.engine, self.xopts, stream=stream)
         if any(x.code is DiagCode.BINARY for x in d.diagnostics):
-            st.binary = True
+            if not head_text:
+                st.binary = True  # not a text log (batch mode skips it too)
+            else:  # blanking did not make it text: this piece is skipped, the next ones are read
+                st.note_garbage([(st.offset, end)])
+                with open(path, "rb") as f:
+                    f.seek(st.offset)
+                    st.lines += f.read(end - st.offset).count(b"\n")
+                    f.seek(end - 1)
+                    st.partial = f.read(1) != b"\n"
+                st.offset = end
+                return True
         st.add(d, back, back_lines, start, st.lines - back_lines, whole=False, end_rules=self.end_rules)
         st.bytes_read += max(0, d.bytes_read - back)
         with open(path, "rb") as f:  # did the piece end inside a line?
@@ -376,7 +639,15 @@ class Follower:
         return True
 
     def report(self) -> Report:
-        digests = [s.digest() for s in self.sources.values()]
+        digests = [g.digest for gs in self.generations.values() for g in gs]
+        digests += [s.digest() for s in self.sources.values()]
+        for path, n in self.generations_dropped.items():
+            i = next((k for k, d in enumerate(digests) if d.source.path == path), None)
+            if i is not None:
+                digests[i] = replace(digests[i], diagnostics=digests[i].diagnostics + (Diagnostic(
+                    "warning", path, f"truncated or replaced more than {MAX_GENERATIONS} times while followed: "
+                    f"{n} generation(s) between the first and the latest {MAX_GENERATIONS - 1} not kept",
+                    DiagCode.MATCHES_NOT_KEPT, n),))
         report = pipeline.correlate(digests, self.rules, self.found_diags, started=time.perf_counter(),
                                     job_id=self.opts.job_id, engine_name="follow", scanner=self.engine.scanner.name)
         if self.opts.redact:
@@ -447,8 +718,14 @@ def follow(inputs: Sequence[str], opts: pipeline.Options | None = None, *, inter
             say(f"update: {headline(rep)}")
             shown = key
 
+    def notes() -> None:
+        for note in f.notes:
+            say(note)
+        f.notes.clear()
+
     while True:
         if f.poll():
+            notes()
             last_change = clock()
             report = f.report()
             show(report)
@@ -471,6 +748,7 @@ def follow(inputs: Sequence[str], opts: pipeline.Options | None = None, *, inter
             break  # only stdin, and it ended
         sleep(interval_s)
     if f.poll(final=True) or report is None:
+        notes()
         report = f.report()
         show(report)
     return report

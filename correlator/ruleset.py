@@ -35,8 +35,30 @@ from correlator.model import (
 )
 
 SCHEMA = 1
-#: seconds a user-written pattern may run on one line before it is abandoned
+#: seconds (of CPU: ``regex`` times itself with ``clock()``) a pattern may run on one short line
+#: before it is abandoned; a longer text gets PATTERN_TIMEOUT_PER_CHAR_S more per character (a
+#: linear pattern's time grows with the text: a 1 MiB line gets about a second)
 PATTERN_TIMEOUT_S = 0.05
+PATTERN_TIMEOUT_PER_CHAR_S = 1e-6
+#: a rule's budget for one run, across files: after RULE_MAX_TIMEOUTS lines abandoned on the time
+#: limit, or RULE_EXCESS_BUDGET_S CPU seconds spent beyond what a linear pattern needs, the rule is
+#: not tried again in that run. What a linear pattern needs on a text is LINE_ALLOWANCE_S plus
+#: CHAR_ALLOWANCE_S per character: ordinary rules take a hundredth of it (a few microseconds a
+#: line), so the budget only ever bites on a pathological pattern, however slow the machine
+RULE_MAX_TIMEOUTS = 3
+RULE_EXCESS_BUDGET_S = 1.0
+LINE_ALLOWANCE_S = 0.002
+CHAR_ALLOWANCE_S = 2e-7
+
+
+def time_limit(text: str) -> float:
+    """Seconds a pattern may run on ``text`` before it is abandoned."""
+    return PATTERN_TIMEOUT_S + len(text) * PATTERN_TIMEOUT_PER_CHAR_S
+
+
+def allowance(text: str) -> float:
+    """Seconds a linear pattern may need on ``text``; a rule's time beyond it counts against its budget."""
+    return LINE_ALLOWANCE_S + len(text) * CHAR_ALLOWANCE_S
 
 #: key -> (type, required). The loader refuses anything not listed here.
 RULE_KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
@@ -409,13 +431,70 @@ class PatternTimeout(Exception):
     def __init__(self, rule_id: str) -> None:
         super().__init__(rule_id)
         self.rule_id = rule_id
+        #: whether this line spent the rule's budget for the run (``RuleSet.confirm``)
+        self.spent = False
 
 
 def _search(p: regex.Pattern[str], text: str, rule_id: str) -> regex.Match[str] | None:
     try:
-        return p.search(text, timeout=PATTERN_TIMEOUT_S)
+        return p.search(text, timeout=time_limit(text))
     except TimeoutError:
         raise PatternTimeout(rule_id) from None
+
+
+class RuleBudget:
+    """What each rule's patterns spent in one run: lines abandoned on the time limit and CPU time
+    beyond the allowance, and which rules spent their budget (``RULE_MAX_TIMEOUTS``,
+    ``RULE_EXCESS_BUDGET_S``).
+
+    The counters live in shared memory created with the engine, before the local pool forks: every
+    forked worker of a run charges the same budget, so a rule is switched off once per run. A
+    spawned or Dask worker builds its own engine and so has its own budget: there the bound is one
+    budget per worker process. ``run`` names the run the counters belong to (``ExtractOptions.run``);
+    a process that starts another run starts from zero. Charging takes a lock; ordinary rules never
+    charge, so the lock is never contended on ordinary input."""
+
+    def __init__(self, n_rules: int) -> None:
+        import multiprocessing
+        from multiprocessing.sharedctypes import RawArray
+
+        self.timeouts = RawArray("i", max(1, n_rules))
+        self.excess = RawArray("d", max(1, n_rules))
+        self.off = RawArray("b", max(1, n_rules))
+        self._run = RawArray("c", 32)
+        self._lock = multiprocessing.Lock()
+
+    def begin(self, run: str) -> None:
+        """Count for ``run``: reset the counters when they belong to another run."""
+        token = run.encode()[:32].ljust(32, b"\0")
+        if self._run.raw == token:
+            return
+        with self._lock:
+            if self._run.raw != token:
+                for i in range(len(self.off)):
+                    self.timeouts[i], self.excess[i], self.off[i] = 0, 0.0, 0
+                self._run.raw = token
+
+    def disabled(self, index: int) -> bool:
+        return bool(self.off[index])
+
+    def charge(self, index: int, seconds: float, timed_out: bool) -> bool:
+        """Count ``seconds`` beyond the allowance (and a line abandoned when ``timed_out``) against
+        rule ``index``; True when this call spent its budget (the caller says so, once)."""
+        with self._lock:
+            if self.off[index]:
+                return False
+            self.excess[index] += seconds
+            if timed_out:
+                self.timeouts[index] += 1
+            if self.timeouts[index] >= RULE_MAX_TIMEOUTS or self.excess[index] >= RULE_EXCESS_BUDGET_S:
+                self.off[index] = 1
+                return True
+            return False
+
+    def spent(self, index: int) -> tuple[int, float]:
+        """(lines abandoned on the time limit, seconds beyond the allowance) of rule ``index`` in this run."""
+        return self.timeouts[index], self.excess[index]
 
 
 class RuleSet:
@@ -440,8 +519,37 @@ class RuleSet:
             )
         return c
 
-    def confirm(self, index: int, text: str, context: Sequence[str]) -> dict[str, str] | None:
-        """Captures if rule ``index`` matches ``text`` (with ``context`` for event scope), else None."""
+    def confirm(self, index: int, text: str, context: Sequence[str],
+                budget: RuleBudget | None = None) -> tuple[dict[str, str] | None, bool]:
+        """Captures if rule ``index`` matches ``text`` (with ``context`` for event scope), else None;
+        and whether this call spent the rule's ``budget`` (then it is not to be tried again).
+
+        The call is timed by the wall clock (cheap); only one that took longer than a linear pattern
+        may need is timed again in CPU time (``time.thread_time``), so that a process the machine
+        descheduled is not charged for it. Raises ``PatternTimeout`` when a pattern was abandoned."""
+        if budget is None:
+            return self._confirm(index, text, context), False
+        import time
+
+        t0 = time.perf_counter()
+        try:
+            caps = self._confirm(index, text, context)
+        except PatternTimeout as e:
+            e.spent = budget.charge(index, time_limit(text), True)
+            raise
+        wall = time.perf_counter() - t0
+        limit = allowance(text) + (allowance("\n".join(context)) if context else 0.0)
+        if wall <= limit:
+            return caps, False
+        c0 = time.thread_time()
+        try:
+            self._confirm(index, text, context)
+        except PatternTimeout:
+            pass
+        cpu = time.thread_time() - c0
+        return caps, cpu > limit and budget.charge(index, cpu - limit, False)
+
+    def _confirm(self, index: int, text: str, context: Sequence[str]) -> dict[str, str] | None:
         c = self.compiled(index)
         rid = c.rule.id
         hit = None

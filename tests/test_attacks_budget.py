@@ -98,3 +98,106 @@ def test_over_long_line_in_one_stream_matches_its_end(engine, chunk):
     d = digest_of(engine, data, chunk=chunk)
     assert [m.rule_id for m in d.matches] == ["storage.eio-input-output-error"]  # the first 1 MiB holds no error
     assert d.lines_capped == 1 and d.lines == 3
+
+
+# --- item 8: a rule's time budget per run, across files -----------------------------------------
+
+RULE_TOML = """schema = 1
+id = "slow.{name}"
+title = "A user rule written to be slow"
+category = "slow"
+severity = "high"
+role = "primary"
+root_cause = "Written to prove that one bad pattern cannot stall an analysis."
+fix = "Rewrite the pattern without nested quantifiers."
+confirm = ["correlate rules check --rules DIR"]
+references = ["https://www.regular-expressions.info/catastrophic.html"]
+
+[match]
+any = ['{pattern}']
+prefilter = ["aaaa"]
+
+[[examples]]
+expect = "match"
+log = "{example}"
+"""
+
+
+def _user_rule(base: Path, name: str, pattern: str, example: str) -> Path:
+    d = base / "rules" / "slow"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{name}.toml").write_text(RULE_TOML.format(name=name, pattern=pattern, example=example))
+    return base / "rules"
+
+
+def _about(diags, rule_id: str):
+    from correlator.model import DiagCode
+
+    return [d for d in diags if d.code is DiagCode.RULE_TIMEOUT and rule_id in d.message]
+
+
+def test_catastrophic_rule_spends_one_budget_across_files_and_workers(tmp_path, monkeypatch):
+    """``(a|aa)+$`` over 60 files, three runaway lines each, on a pool of two forked workers: it
+    was abandoned on 3 lines of every file (180 lines at the limit each); now its budget for the
+    run is spent after MAX_TIMEOUTS lines in all (a worker may be on one more line when the other
+    spends it), it is switched off once, and the verdict is unchanged."""
+    from correlator.correlate.stage import correlate
+    from correlator.extract import engines
+    from correlator.extract.extractor import MAX_TIMEOUTS, ExtractOptions
+    from correlator.extract.sources import discover
+    from correlator.extract.timestamps import resolve_tz
+    from correlator.ruleset import load_rules
+
+    rules_dir = _user_rule(tmp_path, "catastrophic", "(a|aa)+$", "aaaa")
+    job = tmp_path / "job"
+    job.mkdir()
+    evil = ["a" * 5000 + "b"] * 3
+    for r, ls in rank_lines(60, 8, ROOT_RANK).items():
+        (job / f"rank-{r}.log").write_text("\n".join([ls[0], *evil, *ls[1:]]) + "\n")
+    monkeypatch.setattr(engines, "POOL_MIN_BYTES", 0)
+    workers = 2
+    spec = engines.EngineSpec((str(rules_dir),), True, None, ExtractOptions(tz=resolve_tz("UTC")))
+    srcs, _ = discover([str(job)])
+    digests = engines.run_local(srcs, spec, None, workers, engine_is_spec=False)
+    diags = [d for dg in digests for d in dg.diagnostics]
+    about = _about(diags, "slow.catastrophic")
+    abandoned = sum(d.count for d in about)
+    assert MAX_TIMEOUTS <= abandoned <= MAX_TIMEOUTS + workers - 1, about  # was 3 x 60 = 180
+    spent = [d for d in about if "not tried again in this run" in d.message]
+    assert len(spent) == 1 and spent[0].level == "warning", about
+    report = correlate(digests, load_rules([rules_dir]), ())
+    assert report.root_cause is not None and report.root_cause.rank == ROOT_RANK
+
+
+def test_rule_just_under_the_time_limit_is_switched_off_by_its_budget(tmp_path):
+    """A pattern that takes a few tens of milliseconds a line never hits the per-line limit: 3,000
+    such lines over 100 files cost minutes. Its time beyond what a linear pattern needs is charged
+    to its budget for the run, and once spent it is not tried again (on a slower machine its lines
+    hit the limit instead, and the three of them spend the budget: the same end). Asserted on the
+    lines it was still tried on, not on time."""
+    from correlator.extract.extractor import Engine, ExtractOptions, extract
+    from correlator.extract.timestamps import resolve_tz
+    from correlator.model import SourceInfo
+    from correlator.ruleset import load_rules
+    import io
+
+    rules_dir = _user_rule(tmp_path, "cubic", "aaaa.*a.*b", "aaaaab")
+    rules = [r for r in load_rules([rules_dir]) if r.id == "slow.cubic"]
+    eng = Engine(rules, "regex")
+    opts = ExtractOptions(tz=resolve_tz("UTC"))  # one run: one budget
+    slow = "x aaaa" + "a" * 340 + "c"  # no b: every start tries every pair of later a's
+    digests = []
+    for i in range(100):
+        data = ("\n".join([slow] * 30 + ["marker aaaaab"]) + "\n").encode()
+        src = SourceInfo(path=f"f{i}.log", kind="memory", size=len(data))
+        digests.append(extract(src, eng, opts, stream=io.BytesIO(data)))
+    tried = sum(1 for d in digests if any(m.rule_id == "slow.cubic" for m in d.matches))
+    assert 1 <= tried < 50, tried  # each file's marker line matched until the budget was spent
+    assert eng.budget.disabled(0)
+    spent = [d for dg in digests for d in _about(dg.diagnostics, "slow.cubic") if "not tried again in this run" in d.message]
+    assert len(spent) == 1
+    # a new run starts from a fresh budget
+    data = b"marker aaaaab\n"
+    d = extract(SourceInfo(path="next.log", kind="memory", size=len(data)), eng, ExtractOptions(tz=resolve_tz("UTC")),
+                stream=io.BytesIO(data))
+    assert [m.rule_id for m in d.matches] == ["slow.cubic"]

@@ -25,7 +25,7 @@ from correlator.model import (
 from correlator.extract.prefixes import (
     NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, ranks_in_text, split_prefix, strip_ansi,
 )
-from correlator.ruleset import PatternTimeout, RuleSet
+from correlator.ruleset import RULE_EXCESS_BUDGET_S, RULE_MAX_TIMEOUTS, PatternTimeout, RuleBudget, RuleSet
 from correlator.extract.scan import MAYBE_PREFIX, Pattern, Scanner, make_scanner
 from correlator.extract.timestamps import NS, Parsed, StampParser
 
@@ -61,8 +61,9 @@ MAX_LINE_BYTES = 1 << 20
 LONG_LINE_END_BYTES = 64 << 10
 #: matches kept per (rule, writer) in one source: the first ones and the last ones
 KEEP_FIRST, KEEP_LAST = 40, 10
-#: lines of one source on which a rule's pattern may hit the time limit before the rule is dropped there
-MAX_TIMEOUTS = 3
+#: lines of a run on which a rule's pattern may hit the time limit before the rule is dropped for the
+#: rest of the run (``ruleset.RuleBudget``: shared by the forked workers of a run)
+MAX_TIMEOUTS = RULE_MAX_TIMEOUTS
 #: how many lines around a candidate are searched for a stamp or for context
 LOOK_LINES = 400
 CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
@@ -160,6 +161,9 @@ class ExtractOptions:
     tz: tzinfo | None = None
     chunk_bytes: int = CHUNK_BYTES
     scanner: str | None = None
+    #: names one run (one set of options): the rules' time budgets are counted per run
+    #: (``ruleset.RuleBudget``); not part of equality, so that an early pool's spec still matches
+    run: str = field(default_factory=lambda: os.urandom(8).hex(), compare=False)
 
 
 class Engine:
@@ -167,6 +171,8 @@ class Engine:
 
     def __init__(self, rules: list[Rule], scanner: str | None = None) -> None:
         self.ruleset = RuleSet(rules)
+        #: what each rule spent in the current run (shared memory: forked workers charge the same)
+        self.budget = RuleBudget(len(self.ruleset.rules))
         patterns: list[Pattern] = []
         self.pattern_rule: list[int] = []  # pattern id -> rule index, or -1 - fact index
         for ri, rule in enumerate(self.ruleset.rules):
@@ -243,6 +249,9 @@ class _State:
         self.capped_line = 0  # the last over-long line counted (one line may come in several pieces)
         #: rule id -> [lines on which its pattern hit the time limit, first such line]
         self.timeouts: dict[str, list[int]] = {}
+        engine.budget.begin(opts.run)
+        #: rule index -> line on which the rule spent its budget for the run, in this source
+        self.spent: dict[int, int] = {}
         self.nul_bytes = 0
         self.first_nul: int | None = None
         self.bad_utf8_at: int | None = None
@@ -710,6 +719,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
     (the buffer's start when there was none), so the caller counts only the lines after it."""
     engine = state.engine
     rs = engine.ruleset
+    budget = engine.budget
     data = buf.data
     line_no = buf.base_line
     counted_to = buf.begin
@@ -741,8 +751,8 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         after_ctx: list[str] | None = None
         for ri in rule_idx:
             rule = rs.rules[ri]
-            if state.timeouts.get(rule.id, (0,))[0] >= MAX_TIMEOUTS:
-                continue  # abandoned for the rest of this source
+            if budget.disabled(ri):
+                continue  # its budget for this run is spent
             ctx: list[str] = []
             if rule.match.scope is Scope.EVENT:
                 if rule.match.context_requires and not any(
@@ -761,12 +771,18 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                 if inner is not None and inner.start() > 0:
                     frame = frame[inner.start():]
                 try:
-                    caps = rs.confirm(ri, frame, ctx)
+                    caps, spent = rs.confirm(ri, frame, ctx, budget)
                 except PatternTimeout as e:
                     state.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
+                    if e.spent:
+                        state.spent[ri] = line_no
                     break
+                if spent:
+                    state.spent[ri] = line_no
                 if caps is not None:
                     found.append((rule, caps, frame))
+                    break
+                if spent:
                     break
         if not found:
             continue
@@ -1386,13 +1402,22 @@ class Extractor:
         state, src = self.state, self.state.src
         if self.total == 0 and not any(d.level == "error" for d in state.diags):
             state.diags.append(Diagnostic("info", src.path, "empty: nothing to read", DiagCode.EMPTY))
-        for rule_id, (n, first_line) in sorted(state.timeouts.items()):
-            dropped = (f"; after {MAX_TIMEOUTS} such lines the rule was not tried again in this source"
-                       if n >= MAX_TIMEOUTS else "")
+        rules = state.engine.ruleset.rules
+        spent = {rules[ri].id: (ri, line) for ri, line in state.spent.items()}
+        for rule_id in sorted(set(state.timeouts) | set(spent)):
+            n, first_line = state.timeouts.get(rule_id, (0, 0))
+            said = (f"its pattern ran longer than the time limit on {n} line(s) (first: line {first_line}) and was "
+                    f"abandoned there" if n else "")
+            if rule_id in spent:
+                ri, line = spent[rule_id]
+                lost, excess = state.engine.budget.spent(ri)
+                said += ("; " if said else "") + (
+                    f"its time budget for this run is spent at line {line} ({lost} line(s) abandoned on the time "
+                    f"limit, {excess:.1f} s beyond what a linear pattern needs; the budget is {MAX_TIMEOUTS} lines or "
+                    f"{RULE_EXCESS_BUDGET_S:g} s): the rule was not tried again in this run")
             state.diags.append(Diagnostic(
                 "warning", src.path,
-                f"rule {rule_id}: its pattern ran longer than the time limit on {n} line(s) (first: line {first_line}) "
-                f"and was abandoned there{dropped} (a catastrophic pattern? check it with 'correlate rules check')",
+                f"rule {rule_id}: {said} (a catastrophic pattern? check it with 'correlate rules check')",
                 DiagCode.RULE_TIMEOUT, n))
         if state.nul_bytes:
             state.diags.append(Diagnostic(

@@ -154,3 +154,6 @@ CONF_MIN, CONF_MAX = 0.05, 0.99
 
 #: the timeline keeps at most this many events (root, independent and job events always)
 TIMELINE_CAP = 5000
+#: the report lists at most this many collateral items (one per event); the groups count them all.
+#: A job of 100,000 ranks each timing out would otherwise build (and mask, and render) an item per rank
+COLLATERAL_ITEMS_CAP = 5000
