@@ -17,7 +17,6 @@ from correlator.correlate.clocks import domain_of
 from correlator.model.evidence import EvidenceKind
 from correlator.correlate.attribution.verdict import Outcome
 from correlator.correlate.clocks import ClockEstimate
-from correlator.model import FactSource
 from correlator.model import compress_ranks
 from correlator.model import (
     ChainLink, ClockRow, CollateralItem, Evidence, Group, Label, RankRow, RankState, Role, RootCause, Rule,
@@ -35,7 +34,7 @@ def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:
     # when the ranks report collective timeouts, a SIGABRT entry is the NCCL watchdog aborting its
     # process: a consequence like the timeouts, not a failure of its own
     timeouts = any(e.rule.role is Role.COLLATERAL for e in out.events)
-    entries = [f for f in facts if f.source is FactSource.FAILURE_TABLE and f.who.rank is not None
+    entries = [f for f in facts if f.source == "failure-table" and f.who.rank is not None
                and f.exitcode not in (None, -15, -2, -1) and not (timeouts and f.exitcode == -6)]
     rule = rules.get("launcher.worker-failed-exitcode")
     if not entries or rule is None:
