@@ -300,6 +300,18 @@ class _State:
             self.dropped[m.rule_id] += 1
 
 
+#: one shared copy of each (name, value) capture pair: a cascade of 100,000 ranks' watchdog lines
+#: captures the same SeqNum, op and timeout on every line (cleared when it grows past its cap)
+_PAIRS: dict[tuple[str, str], tuple[str, str]] = {}
+_PAIRS_CAP = 1 << 16
+
+
+def _captures(caps: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    if len(_PAIRS) > _PAIRS_CAP:
+        _PAIRS.clear()
+    return tuple(_PAIRS.setdefault(kv, kv) for kv in sorted(caps.items()))
+
+
 def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who:
     rank = prefix.rank
     if rank is None and src.file_rank is not None and prefix.task is None and prefix.local_rank is None:
@@ -829,7 +841,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
             state.add_match(Match(
                 rule_id=rule.id, path=state.src.path, line=line_no, offset=buf.base_offset + start,
                 text=clean(frame), who=who, time_ns=t, lo_ns=lo, hi_ns=hi, time_kind=kind,
-                captures=tuple(sorted(caps.items())), context=context, attempt=state.src.attempt,
+                captures=_captures(caps), context=context, attempt=state.src.attempt,
                 tz_assumed=bool(p and p.tz_assumed),
             ), key)
 
