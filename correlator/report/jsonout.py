@@ -17,6 +17,14 @@ from correlator.report.safe import json_safe
 
 SCHEMA = "correlate.report/1"
 
+#: at most this many entries of each per-rank list (``collateral``, ``ranks``, ``clocks``): a job of
+#: 100,000 ranks would otherwise write one object per rank three times (63 MB). The groups carry
+#: every count, and ``capped`` says what each list left out; below the cap nothing changes.
+PER_RANK_CAP = 1000
+
+#: collateral item labels: the groups of these labels hold every collateral item, counted
+_ITEM_LABELS = ("collateral", "teardown", "independent", "job")
+
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -40,12 +48,48 @@ def _plain(value: Any) -> Any:
 
 def to_dict(report: Report) -> dict[str, Any]:
     """The report as plain JSON-able data, keys in the contract's order."""
+    report, capped = _cap(report)
     d = _plain(report)
     out: dict[str, Any] = {"schema": SCHEMA}
     for key in ("verdict", "root_cause", "collateral", "groups", "timeline", "ranks", "clocks", "diagnostics",
                 "stats", "chain", "job", "attempts"):
         out[key] = d[key]
+    if capped:
+        out["capped"] = capped
     return out
+
+
+def _cap(report: Report) -> tuple[Report, dict[str, Any]]:
+    """The report with its per-rank lists cut to ``PER_RANK_CAP`` entries (before they become JSON
+    objects), and what each list left out. ``collateral`` keeps its first (earliest) items, and its
+    total is the groups' count (the correlation stage may already list fewer items than it
+    grouped); ``ranks`` keeps the ranks that are neither healthy, unknown nor collateral first (the
+    root, silent ranks), then the lowest ranks; ``clocks`` the largest offsets."""
+    capped: dict[str, Any] = {}
+    changes: dict[str, Any] = {}
+    items = report.collateral
+    total = max(len(items), sum(g.count for g in report.groups if g.label in _ITEM_LABELS))
+    if total > PER_RANK_CAP or total > len(items):
+        changes["collateral"] = items[:PER_RANK_CAP]
+        capped["collateral"] = {"listed": len(changes["collateral"]), "total": total}
+    rows = report.ranks
+    if len(rows) > PER_RANK_CAP:
+        plain = ("healthy", "unknown", "collateral")
+        notable = [r for r in rows if str(r.state) not in plain]
+        rest = [r for r in rows if str(r.state) in plain]
+        keep = notable[:PER_RANK_CAP] + rest[:max(0, PER_RANK_CAP - len(notable))]
+        changes["ranks"] = tuple(sorted(keep, key=lambda r: r.rank))
+        capped["ranks"] = {"listed": len(keep), "total": len(rows)}
+    clocks = report.clocks
+    if len(clocks) > PER_RANK_CAP:
+        worst = sorted(range(len(clocks)), key=lambda i: -abs(clocks[i].offset_s))[:PER_RANK_CAP]
+        changes["clocks"] = tuple(clocks[i] for i in sorted(worst))
+        capped["clocks"] = {"listed": PER_RANK_CAP, "total": len(clocks)}
+    if not capped:
+        return report, capped
+    capped["note"] = ("per-rank lists cut to their first entries (each list's listed and total say how many); the "
+                      "groups count every rank, and --parquet DIR keeps every rank's row")
+    return dataclasses.replace(report, **changes), capped
 
 
 def render(report: Report) -> str:

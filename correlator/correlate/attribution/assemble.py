@@ -75,7 +75,9 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
         if root_rank is not None and e.rank == root_rank and e.rule.id == root_rule:
             continue  # the root failure printed again (a wrapper, the agent's copy): part of the root event
         by[(e.rule.id, e.label.value)].append(e)
-        if e.label in (Label.COLLATERAL, Label.TEARDOWN, Label.INDEPENDENT, Label.JOB):
+        # (the first items only: the groups count every one, and the JSON says how many were left out)
+        if e.label in (Label.COLLATERAL, Label.TEARDOWN, Label.INDEPENDENT, Label.JOB) \
+                and len(items) < policy.COLLATERAL_ITEMS_CAP:
             items.append(CollateralItem(
                 rank=e.rank, host=e.m.who.host, rule=e.rule.id, time=iso(e.t),
                 after_root_s=round((e.t - root_t) / NS, 3) if e.t is not None and root_t is not None else None,
