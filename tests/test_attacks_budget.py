@@ -192,7 +192,9 @@ def test_rule_just_under_the_time_limit_is_switched_off_by_its_budget(tmp_path):
         src = SourceInfo(path=f"f{i}.log", kind="memory", size=len(data))
         digests.append(extract(src, eng, opts, stream=io.BytesIO(data)))
     tried = sum(1 for d in digests if any(m.rule_id == "slow.cubic" for m in d.matches))
-    assert 1 <= tried < 50, tried  # each file's marker line matched until the budget was spent
+    # each file's marker line matched until the budget was spent (on a loaded machine the first
+    # file's slow lines may already spend it: then no marker matched at all)
+    assert 0 <= tried < 50, tried
     assert eng.budget.disabled(0)
     spent = [d for dg in digests for d in _about(dg.diagnostics, "slow.cubic") if "not tried again in this run" in d.message]
     assert len(spent) == 1
