@@ -46,12 +46,12 @@ from correlator.extract.extractor import (
     extract,
 )
 from correlator.extract.timestamps import resolve_tz
-from correlator.model import FactSource
 from correlator.model import (
     Anchor,
     DiagCode,
     Diagnostic,
     Digest,
+    FactSource,
     IdentityFact,
     Match,
     Report,

@@ -24,9 +24,14 @@ import regex
 
 from correlator.errors import RuleError
 from correlator.extract import Engine, ExtractOptions, extract
-from correlator.model import Role, Rule, SourceInfo
-from correlator.ruleset import builtin_rules_dir, check_references, load_rule_file, rule_files
 from correlator.extract.timestamps import resolve_tz
+from correlator.model import Role, Rule, SourceInfo
+from correlator.ruleset import (
+    builtin_rules_dir,
+    check_references,
+    load_rule_file,
+    rule_files,
+)
 
 #: strings a runaway pattern chokes on
 _ADVERSARIAL = ("a" * 20000, " " * 20000, "0" * 20000, "aA0 :-_/." * 2500, "=" * 20000, "x\t" * 10000)

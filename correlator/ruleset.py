@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import pickle
 import tomllib
-from enum import StrEnum
-from typing import TypeVar
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 import regex
 

@@ -12,10 +12,20 @@ from pathlib import Path
 
 from correlator.correlate.attribution import causal, hang, lifecycle, policy
 from correlator.correlate.attribution.events import Ev
-from correlator.model.evidence import HANG_KINDS, EvidenceKind, _TEXT, describe
 from correlator.correlate.attribution.verdict import attribute
-from correlator.model import Match, MatchSpec, Role, Rule, Severity, StreamFacts, TimeKind, Verdict, Who
-from correlator.model import NS
+from correlator.model import (
+    NS,
+    Match,
+    MatchSpec,
+    Role,
+    Rule,
+    Severity,
+    StreamFacts,
+    TimeKind,
+    Verdict,
+    Who,
+)
+from correlator.model.evidence import _TEXT, HANG_KINDS, EvidenceKind, describe
 
 T0 = 1_772_460_000 * NS
 

@@ -11,11 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from correlator.correlate.clocks import estimate
+from correlator.correlate.identity import short_host
 from correlator.errors import RuleError
 from correlator.explain import explain
-from correlator.correlate.identity import compress_ranks, expand_ranks, short_host
-from correlator.ruleset import load_rules, parse_rule
 from correlator.extract.sources import discover, identity_from_path, open_source
+from correlator.model import compress_ranks, expand_ranks
+from correlator.ruleset import load_rules, parse_rule
 
 NS = 10**9
 

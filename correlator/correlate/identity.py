@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from correlator.model import Digest, FactSource, Match, StreamFacts, Who
-from correlator.model.ranks import compress_ranks, expand_ranks  # noqa: F401  (re-used here)
 
 
 @dataclass

@@ -14,10 +14,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from correlator.correlate import accounting, attempts, attribution, clocks, identity
-from correlator.model import FactSource
 from correlator.model import (
-    UNDETERMINED_NOTE, DiagCode, Diagnostic, Digest, IdentityFact, Report, Rule, Stats, SurvivedNote, TornDownNote,
-    compress_ranks, iso,
+    UNDETERMINED_NOTE,
+    DiagCode,
+    Diagnostic,
+    Digest,
+    FactSource,
+    IdentityFact,
+    Report,
+    Rule,
+    Stats,
+    SurvivedNote,
+    TornDownNote,
+    compress_ranks,
+    iso,
 )
 
 

@@ -15,19 +15,45 @@ import re
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
 from dataclasses import dataclass, field
 from datetime import tzinfo
+from typing import BinaryIO
 
-from correlator.model import (
-    Anchor, DiagCode, Diagnostic, Digest, FactSource, IdentityFact, Match, Role, Rule, Scope, SourceInfo, StreamFacts, TimeKind, Who,
-)
 from correlator.extract.prefixes import (
-    NO_PREFIX, Prefix, clean, nccl_origin, rank_in_text, ranks_in_text, split_prefix, strip_ansi,
+    NO_PREFIX,
+    Prefix,
+    clean,
+    nccl_origin,
+    rank_in_text,
+    ranks_in_text,
+    split_prefix,
+    strip_ansi,
 )
-from correlator.ruleset import RULE_EXCESS_BUDGET_S, RULE_MAX_TIMEOUTS, PatternTimeout, RuleBudget, RuleSet
 from correlator.extract.scan import MAYBE_PREFIX, Pattern, Scanner, make_scanner
 from correlator.extract.timestamps import NS, Parsed, StampParser
+from correlator.model import (
+    Anchor,
+    DiagCode,
+    Diagnostic,
+    Digest,
+    FactSource,
+    IdentityFact,
+    Match,
+    Role,
+    Rule,
+    Scope,
+    SourceInfo,
+    StreamFacts,
+    TimeKind,
+    Who,
+)
+from correlator.ruleset import (
+    RULE_EXCESS_BUDGET_S,
+    RULE_MAX_TIMEOUTS,
+    PatternTimeout,
+    RuleBudget,
+    RuleSet,
+)
 
 CHUNK_BYTES = 16 << 20
 #: a plain file up to this size is read in one piece (most one-file-per-rank logs): no cut, no

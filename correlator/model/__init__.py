@@ -10,16 +10,54 @@ notation. Everything is re-exported here: ``from correlator.model import Match``
 from __future__ import annotations
 
 from correlator.model.digest import (
-    Anchor, DiagCode, Diagnostic, Digest, FactSource, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
+    Anchor,
+    DiagCode,
+    Diagnostic,
+    Digest,
+    FactSource,
+    IdentityFact,
+    Match,
+    SourceInfo,
+    StreamFacts,
+    TimeKind,
+    Who,
 )
 from correlator.model.ranks import compress_ranks, expand_ranks
 from correlator.model.report import (
-    SURVIVED_NOTE_END, UNDETERMINED_NOTE, ChainLink, ClockRow, CollateralItem, Evidence, ExitCode, Group, Label,
-    RankRow, RankState, Report, RootCause, Stats, SurvivedNote, TimelineEvent, TornDownNote, Verdict, field_names,
+    SURVIVED_NOTE_END,
+    UNDETERMINED_NOTE,
+    ChainLink,
+    ClockRow,
+    CollateralItem,
+    Evidence,
+    ExitCode,
+    Group,
+    Label,
+    RankRow,
+    RankState,
+    Report,
+    RootCause,
+    Stats,
+    SurvivedNote,
+    TimelineEvent,
+    TornDownNote,
+    Verdict,
+    field_names,
     iso,
 )
 from correlator.model.rules import (
-    Domain, Example, MatchSpec, Phase, Related, Restart, Role, Rule, Scope, Severity, VersionNote, When,
+    Domain,
+    Example,
+    MatchSpec,
+    Phase,
+    Related,
+    Restart,
+    Role,
+    Rule,
+    Scope,
+    Severity,
+    VersionNote,
+    When,
 )
 
 #: nanoseconds per second: every time in the model is an int of UTC nanoseconds

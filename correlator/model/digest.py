@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-
-from correlator.model.rules import Role
 
 
 class TimeKind(StrEnum):

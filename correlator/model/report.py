@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import IntEnum, StrEnum
 
-from correlator.model.digest import DiagCode, Diagnostic, Match, TimeKind, Who
-from correlator.model.rules import Role, Severity
+from correlator.model.digest import DiagCode, Diagnostic
 
 
 class Verdict(StrEnum):

@@ -352,7 +352,9 @@ def _attempts_section(report: Report) -> str:
 
 
 def _diagnostics_section(report: Report) -> str:
-    from correlator.report.markdown import unread_notes  # one wording for both documents
+    from correlator.report.markdown import (
+        unread_notes,  # one wording for both documents
+    )
 
     notes = unread_notes(report)
     if not report.diagnostics and not notes:

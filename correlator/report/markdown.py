@@ -20,9 +20,15 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 
-from correlator.model import compress_ranks
+from correlator.model import (
+    DiagCode,
+    Report,
+    RootCause,
+    TimelineEvent,
+    Verdict,
+    compress_ranks,
+)
 from correlator.model.evidence import describe
-from correlator.model import DiagCode, Report, RootCause, TimelineEvent, Verdict
 from correlator.report.safe import visible, visible_lines
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out

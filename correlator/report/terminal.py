@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import textwrap
 
-from correlator.model.evidence import HANG_KINDS, ODD_COLLECTIVE_KINDS, EvidenceKind, describe
-from correlator.model import expand_ranks
-from correlator.model import DiagCode, Report, Verdict
+from correlator.model import DiagCode, Report, Verdict, expand_ranks
+from correlator.model.evidence import (
+    HANG_KINDS,
+    ODD_COLLECTIVE_KINDS,
+    EvidenceKind,
+    describe,
+)
 from correlator.report.markdown import survived_notes
 from correlator.report.safe import visible
 

@@ -29,8 +29,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from correlator.model import Report, TimelineEvent, iso
-from correlator.report.safe import json_safe
 from correlator.report.markdown import parse_dt, who
+from correlator.report.safe import json_safe
 
 #: thread id base of a host's lines that name no rank (plus the host's pid)
 AGENT_TID = 1_000_000

@@ -10,7 +10,13 @@ Reads no files and renders nothing.
 
 from __future__ import annotations
 
-from correlator.correlate.attribution.assemble import clock_rows, groups_and_chain, rank_rows, table_root, timeline
+from correlator.correlate.attribution.assemble import (
+           clock_rows,
+           groups_and_chain,
+           rank_rows,
+           table_root,
+           timeline,
+)
 from correlator.correlate.attribution.events import Ev, make_events
 from correlator.correlate.attribution.verdict import Outcome, attribute
 

@@ -13,16 +13,28 @@ from collections.abc import Sequence
 
 from correlator.correlate.attribution import policy
 from correlator.correlate.attribution.events import Ev, fmt_delay
-from correlator.correlate.clocks import domain_of
-from correlator.model.evidence import EvidenceKind
 from correlator.correlate.attribution.verdict import Outcome
-from correlator.correlate.clocks import ClockEstimate
-from correlator.model import compress_ranks
+from correlator.correlate.clocks import ClockEstimate, domain_of
 from correlator.model import (
-    ChainLink, ClockRow, CollateralItem, Evidence, Group, Label, RankRow, RankState, Role, RootCause, Rule,
-    StreamFacts, TimelineEvent, Verdict, iso,
+    NS,
+    ChainLink,
+    ClockRow,
+    CollateralItem,
+    Evidence,
+    Group,
+    Label,
+    RankRow,
+    RankState,
+    Role,
+    RootCause,
+    Rule,
+    StreamFacts,
+    TimelineEvent,
+    Verdict,
+    compress_ranks,
+    iso,
 )
-from correlator.model import NS
+from correlator.model.evidence import EvidenceKind
 
 
 def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:

@@ -18,7 +18,6 @@ from correlator.correlate.attribution.events import Ev
 from correlator.correlate.attribution.lifecycle import WORKER_EXIT_TAG
 from correlator.model import Role, TimeKind, Who
 
-
 #: rule tags the causal step reads
 PEER_TRANSPORT_TAG = "peer-transport"
 SIGNAL_EXIT_TAG = "signal-exit"

@@ -17,10 +17,10 @@ from statistics import median
 
 from correlator.correlate.attribution import policy
 from correlator.correlate.attribution.events import Ev, exit_names, rank_list
-from correlator.model.evidence import Clue, EvidenceKind as K
 from correlator.correlate.attribution.lifecycle import Life
-from correlator.model import Role, StreamFacts, TimeKind
-from correlator.model import NS
+from correlator.model import NS, Role, StreamFacts, TimeKind
+from correlator.model.evidence import Clue
+from correlator.model.evidence import EvidenceKind as K
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,17 @@ from dataclasses import dataclass, field
 
 from correlator.correlate.attribution import policy
 from correlator.correlate.attribution.events import Ev
-from correlator.model import FactSource
-from correlator.model import SURVIVED_NOTE_END, IdentityFact, Role, StreamFacts, SurvivedNote, TimeKind, iso
-from correlator.model import NS
+from correlator.model import (
+    NS,
+    SURVIVED_NOTE_END,
+    FactSource,
+    IdentityFact,
+    Role,
+    StreamFacts,
+    SurvivedNote,
+    TimeKind,
+    iso,
+)
 
 #: rule tags the lifecycle reads
 COMPLETION_TAG = "completion"

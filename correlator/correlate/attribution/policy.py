@@ -6,8 +6,8 @@ module of the package defines a time window or a weight of its own.
 
 from __future__ import annotations
 
-from correlator.model.evidence import EvidenceKind as K
 from correlator.model import NS
+from correlator.model.evidence import EvidenceKind as K
 
 # --- what a failure is ---------------------------------------------------------------------------
 

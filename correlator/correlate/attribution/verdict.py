@@ -15,13 +15,26 @@ from dataclasses import dataclass, field, replace
 
 from correlator.correlate.attribution import causal, hang, lifecycle, policy
 from correlator.correlate.attribution.events import Ev, make_events, who_text
-from correlator.model.evidence import Clue, EvidenceKind as K
 from correlator.correlate.clocks import ClockEstimate
-from correlator.model import compress_ranks
 from correlator.model import (
-    Evidence, IdentityFact, Label, Match, Role, RootCause, Rule, StreamFacts, TimeKind, TornDownNote, Verdict, Who, iso,
+    NS,
+    Evidence,
+    IdentityFact,
+    Label,
+    Match,
+    Role,
+    RootCause,
+    Rule,
+    StreamFacts,
+    TimeKind,
+    TornDownNote,
+    Verdict,
+    Who,
+    compress_ranks,
+    iso,
 )
-from correlator.model import NS
+from correlator.model.evidence import Clue
+from correlator.model.evidence import EvidenceKind as K
 
 #: a rule whose line is printed by the processes that were present about one that never came (a
 #: rendezvous timeout): its printer is not the culprit
