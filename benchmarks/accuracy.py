@@ -42,7 +42,7 @@ from correlator.extract.engines import EngineSpec, run_local  # noqa: E402
 from correlator.extract.sources import discover  # noqa: E402
 from correlator.extract.timestamps import resolve_tz  # noqa: E402
 from correlator.model import Digest, Role  # noqa: E402
-from correlator.pipeline import correlate, load_engine_rules, Options  # noqa: E402
+from correlator.pipeline import Options, correlate, load_engine_rules  # noqa: E402
 from tools.synth import Truth, generate_suite  # noqa: E402
 
 
@@ -170,8 +170,9 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
 def _analyze_files(files: dict[str, bytes], where: Path) -> tuple[str, int | None, str | None, object]:
-    from correlator.pipeline import analyze
     from metamorphic import write_job
+
+    from correlator.pipeline import analyze
 
     rep = analyze(write_job(files, where), Options(tz="UTC", workers=1))
     rc = rep.root_cause
@@ -246,8 +247,9 @@ def invariance(limit: int | None = None, seeds: int = 1) -> str:
     sys.path.insert(0, str(TESTS))
     from random import Random
 
-    from correlator.pipeline import analyze
     from metamorphic import TRANSFORMS, read_job
+
+    from correlator.pipeline import analyze
 
     root = TESTS.parent
     cases = []

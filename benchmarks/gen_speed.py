@@ -32,10 +32,10 @@ import os
 import random
 import sys
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import BinaryIO
 
-T0 = datetime(2026, 3, 2, 14, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 14, 0, 0, tzinfo=UTC)
 STEP_S = 0.85
 JOB_ID = 88123
 PER_NODE = 8
@@ -110,7 +110,7 @@ def _head_lines(rank: int, ranks: int) -> list[str]:
            f"{nh} [{lr}] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object "
            f"file: No such file or directory : when loading libnccl-net.so",
            f"{nh} [{lr}] NCCL INFO cudaDriverVersion 12040",
-           f"NCCL version 2.21.5+cuda12.4",
+           "NCCL version 2.21.5+cuda12.4",
            f"{nh} [{lr}] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB ; OOB ib0:10.1.0.1<0>",
            f"{nh} [{lr}] NCCL INFO Using network IB",
            f"{nh} [{lr}] NCCL INFO comm 0x55d0c8a1b2c0 rank {rank} nranks {ranks} cudaDev {lr} nvmlDev {lr} "

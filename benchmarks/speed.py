@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     # and its modules' bytecode, as ``pip install`` writes it (an editable install in an environment
     # with PYTHONDONTWRITEBYTECODE would compile ~20 modules from source on every run)
     import compileall
+
     import correlator
 
     compileall.compile_dir(str(Path(correlator.__file__).parent), quiet=1)

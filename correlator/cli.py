@@ -12,7 +12,7 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -51,7 +51,7 @@ def _fail(e: CorrelateError) -> None:
     raise typer.Exit(int(code))
 
 
-def _write(text: str, output: Optional[Path]) -> None:
+def _write(text: str, output: Path | None) -> None:
     """Write the report to ``output``: to a hidden file beside it, synced, then renamed over it, so
     a full disk or a kill leaves the previous file (or none), never a cut one. A device or FIFO
     (``/dev/stdout``, a pipe) is written in place: it cannot be replaced and holds nothing to keep."""
@@ -61,7 +61,7 @@ def _write(text: str, output: Optional[Path]) -> None:
         return
     data = text.encode("utf-8")
     target = Path(os.path.realpath(output))  # through a symlink: the link stays, its target is replaced
-    tmp: Optional[Path] = None
+    tmp: Path | None = None
     try:
         if target.exists() and not target.is_file():
             if target.is_dir():
@@ -101,22 +101,22 @@ def _write(text: str, output: Optional[Path]) -> None:
 def analyze_cmd(
     paths: Annotated[list[str], typer.Argument(help="Log files, folders (walked), globs, or - for stdin.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "terminal",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to FILE.")] = None,
-    parquet: Annotated[Optional[Path], typer.Option(help="Also append the report to a Parquet dataset in DIR.")] = None,
-    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable); same ids replace built-in rules.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to FILE.")] = None,
+    parquet: Annotated[Path | None, typer.Option(help="Also append the report to a Parquet dataset in DIR.")] = None,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder (repeatable); same ids replace built-in rules.")] = None,
     no_builtin_rules: Annotated[bool, typer.Option(help="Use only the --rules folders.")] = False,
-    tz: Annotated[Optional[str], typer.Option(help="Zone of timestamps that carry none (IANA name or UTC; default: this machine's).")] = None,
+    tz: Annotated[str | None, typer.Option(help="Zone of timestamps that carry none (IANA name or UTC; default: this machine's).")] = None,
     engine: Annotated[str, typer.Option(help="local (process pool) or dask.")] = "local",
-    scheduler: Annotated[Optional[str], typer.Option(help="Dask scheduler address (tcp://host:8786); default: a local cluster.")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Local worker processes (default: all cores).")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="Dask scheduler address (tcp://host:8786); default: a local cluster.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", help="Local worker processes (default: all cores).")] = None,
     scanner: Annotated[str, typer.Option(help="auto, hyperscan, or regex (the pure-Python fallback).")] = "auto",
     no_redact: Annotated[bool, typer.Option(help="Do not mask secrets (tokens, keys, passwords) in the output.")] = False,
     all_files: Annotated[bool, typer.Option(help="Also read files that do not look like logs (.md, .toml, .json...).")] = False,
-    job_id: Annotated[Optional[str], typer.Option(help="Job id for Parquet partitions (default: from slurm-<id> names).")] = None,
+    job_id: Annotated[str | None, typer.Option(help="Job id for Parquet partitions (default: from slurm-<id> names).")] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Watch growing files; print the verdict as it forms; stop at the job's end or Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option(help="Seconds between --follow checks.")] = 1.0,
-    quiet: Annotated[Optional[float], typer.Option(help="With --follow: stop after this many seconds without new lines.")] = None,
-    color: Annotated[Optional[bool], typer.Option("--color/--no-color", help="Colour the terminal summary (default: when stdout is a TTY).")] = None,
+    quiet: Annotated[float | None, typer.Option(help="With --follow: stop after this many seconds without new lines.")] = None,
+    color: Annotated[bool | None, typer.Option("--color/--no-color", help="Colour the terminal summary (default: when stdout is a TTY).")] = None,
     fail_on_failure: Annotated[bool, typer.Option(help="Exit 1 when a root cause or job-level end is found.")] = False,
 ) -> None:
     """Analyse a job's logs (the default command)."""
@@ -176,7 +176,7 @@ def analyze_cmd(
 
 @rules_app.command("check")
 def rules_check(
-    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder to check (repeatable).")] = None,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder to check (repeatable).")] = None,
     no_builtin_rules: Annotated[bool, typer.Option(help="Check only the --rules folders.")] = False,
     entries: Annotated[bool, typer.Option("--entries", help="Only check that every entry is complete and its references "
                                                              "pinned; exit 1 if one is not.")] = False,
@@ -210,11 +210,11 @@ LIST_FORMATS = ("table", "json")
 
 @rules_app.command("list")
 def rules_list(
-    category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
-    role: Annotated[Optional[str], typer.Option(help="Only this role (primary, collateral, teardown, job, context).")] = None,
-    tag: Annotated[Optional[str], typer.Option(help="Only rules with this tag.")] = None,
+    category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+    role: Annotated[str | None, typer.Option(help="Only this role (primary, collateral, teardown, job, context).")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only rules with this tag.")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(LIST_FORMATS)} (fields in rules/README.md).")] = "table",
-    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
 ) -> None:
     """List the rules: id, role, severity, title (or every listed field as JSON)."""
     from correlator.explain import list_json, list_table
@@ -244,7 +244,7 @@ def rules_list(
 @rules_app.command("explain")
 def rules_explain(
     rule_id: Annotated[str, typer.Argument(help="A rule id, e.g. storage.eio-on-checkpoint-save.")],
-    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
 ) -> None:
     """Print a rule's whole encyclopedia entry."""
     from correlator.ruleset import load_rules
@@ -267,7 +267,7 @@ def rules_explain(
 @rules_app.command("site")
 def rules_site(
     directory: Annotated[Path, typer.Argument(help="Folder to write the site into (created if needed).")],
-    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
 ) -> None:
     """Write the rules as a static web site: a page per rule, indexes by category and by message, offline search."""
     from correlator.ruleset import load_rules
@@ -331,7 +331,7 @@ def _plain_analyze(args: list[str]) -> dict[str, object] | None:
     for key in ("output", "parquet"):
         if values.get(key) is not None:
             values[key] = Path(str(values[key]))
-    values["paths"] = [str(p) for p in values["paths"]]  # type: ignore[union-attr]
+    values["paths"] = [str(p) for p in values["paths"]]
     return values
 
 
@@ -351,9 +351,9 @@ def _analyze_plain(values: dict[str, object]) -> None:
     if early:
         from correlator.extract.engines import speculate
 
-        speculate(list(paths))  # type: ignore[arg-type]
+        speculate(list(paths))
     try:
-        analyze_cmd(**kwargs)  # type: ignore[arg-type]
+        analyze_cmd(**kwargs)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     finally:

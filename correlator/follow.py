@@ -34,7 +34,7 @@ from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from correlator import pipeline
 from correlator.extract import sources
@@ -61,6 +61,9 @@ from correlator.model import (
     Verdict,
 )
 from correlator.report.safe import visible
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 #: the tag of rules whose line ends the job (a SLURM cancel or abort, srun's exited tasks, torchrun's
 #: ChildFailedError summary): after one of them, a short grace period collects late flushes, then stop
@@ -99,10 +102,11 @@ class _Window(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[override]
+    def readinto(self, buffer: WriteableBuffer) -> int:
         if self._left <= 0:
             return 0
-        view = memoryview(b)[: min(len(b), self._left)]
+        whole = memoryview(buffer)
+        view = whole[: min(len(whole), self._left)]
         n = self._f.readinto(view) or 0
         if self.masks and n:
             lo, hi = self._pos, self._pos + n
@@ -177,15 +181,15 @@ class _Source:
                 self.end_seen = True
         single = len(d.streams) == 1
         for s in d.streams:
-            key = (s.who.rank, s.who.local_rank, s.who.task)
+            skey = (s.who.rank, s.who.local_rank, s.who.task)
             s = replace(s, last_offset=s.last_offset + base_offset,
                         last_step_offset=None if s.last_step_offset is None else s.last_step_offset + base_offset,
                         lines=max(0, s.lines - back_lines) if single else s.lines)
-            old = self.streams.get(key)
+            old = self.streams.get(skey)
             if old is None or whole:
-                self.streams[key] = s
+                self.streams[skey] = s
                 continue
-            self.streams[key] = replace(
+            self.streams[skey] = replace(
                 s,
                 who=s.who if s.who.host is not None or old.who.host is None else old.who,
                 lines=old.lines + s.lines if single else max(old.lines, s.lines),
@@ -197,13 +201,13 @@ class _Source:
                 last_step_offset=s.last_step_offset if s.last_step is not None else old.last_step_offset,
             )
         for a in d.anchors:
-            key = (a.kind, a.key, a.who)
-            if key in self.anchors_first or key in self.anchors_recent:
+            akey = (a.kind, a.key, a.who)
+            if akey in self.anchors_first or akey in self.anchors_recent:
                 continue
             if len(self.anchors_first) < MAX_ANCHORS_FIRST:
-                self.anchors_first[key] = a
+                self.anchors_first[akey] = a
             else:
-                self.anchors_recent[key] = a
+                self.anchors_recent[akey] = a
                 if len(self.anchors_recent) > MAX_ANCHORS_RECENT:
                     self.anchors_recent.popitem(last=False)
         for f in d.identities:
@@ -212,9 +216,9 @@ class _Source:
             if f.source is FactSource.FAILURE_TABLE and f.is_root_entry:
                 self.end_seen = True  # torchrun's closing summary
         for x in d.diagnostics:
-            key = _DIGITS.sub("#", f"{x.level}|{x.message}")
-            self.diags.pop(key, None)
-            self.diags[key] = x
+            dkey = _DIGITS.sub("#", f"{x.level}|{x.message}")
+            self.diags.pop(dkey, None)
+            self.diags[dkey] = x
             if len(self.diags) > MAX_DIAGS:
                 self.diags.popitem(last=False)
         self.bytes_skipped += d.bytes_skipped
@@ -495,7 +499,7 @@ class Follower:
         changed = False
         for path, gens in self.generations.items():
             for g in list(gens):
-                other = where.get(g.dev_ino) if g.replaced else None
+                other = where.get(g.dev_ino) if g.replaced and g.dev_ino is not None else None
                 if other is not None and other != path:
                     gens.remove(g)
                     changed = True
@@ -562,7 +566,7 @@ class Follower:
             # extractor's own probe of the piece's head sees text); the new ones are reported
             masks = _garbage_ranges(path, start, end)
             if masks:
-                stream.raw.masks = masks  # type: ignore[attr-defined]
+                stream.raw.masks = masks
                 st.note_garbage([(max(a, st.offset), b) for a, b in masks if b > st.offset])
         d = extract(replace(st.src, size=end - start), self.engine, self.xopts, stream=stream)
         if any(x.code is DiagCode.BINARY for x in d.diagnostics):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from correlator.correlate.stage import correlate
@@ -61,8 +61,9 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
         tz = resolve_tz(opts.tz)
     except Exception as e:  # zoneinfo raises several types for a bad name
         raise UsageError(f"unknown time zone {opts.tz!r} ({e})", hint="use an IANA name like Europe/Berlin, or UTC") from None
-    xopts = ExtractOptions(tz=tz, scanner=opts.scanner,
-                           **({"chunk_bytes": opts.chunk_bytes} if opts.chunk_bytes else {}))
+    xopts = ExtractOptions(tz=tz, scanner=opts.scanner)
+    if opts.chunk_bytes:
+        xopts = replace(xopts, chunk_bytes=opts.chunk_bytes)
     spec = engines.EngineSpec(opts.rule_dirs, opts.include_builtin_rules, opts.scanner, xopts)
     engine = None
     if opts.engine == "dask":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import pickle
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -124,7 +124,7 @@ def builtin_rules_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "rules"
 
 
-def _check_keys(where: str, table: dict, spec: dict[str, tuple[type | tuple[type, ...], bool]]) -> None:
+def _check_keys(where: str, table: dict, spec: Mapping[str, tuple[type | tuple[type, ...], bool]]) -> None:
     for key in table:
         if key not in spec:
             known = ", ".join(sorted(spec))

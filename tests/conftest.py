@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from correlator.extract.extractor import Engine, ExtractOptions, extract
-from correlator.model import Digest, SourceInfo
-from correlator.ruleset import load_rules
 from correlator.extract.scan import hyperscan_available
 from correlator.extract.timestamps import resolve_tz
+from correlator.model import Digest, SourceInfo
+from correlator.ruleset import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNERS = ["hyperscan", "regex"] if hyperscan_available() else ["regex"]

@@ -19,10 +19,10 @@ from ``srun --output %t``: Lightning's banner, tqdm epochs, ``Trainer.fit stoppe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from random import Random
-from typing import Callable
 
 from metamorphic import WARNINGS
 
@@ -63,7 +63,7 @@ class Job:
 def _job(seed: int) -> Job:
     rng = Random(seed)
     t0 = datetime(2026, rng.randint(1, 12), rng.randint(1, 27), rng.randint(0, 22), rng.randint(0, 59),
-                  rng.randint(0, 59), rng.randint(0, 999) * 1000, tzinfo=timezone.utc)
+                  rng.randint(0, 59), rng.randint(0, 999) * 1000, tzinfo=UTC)
     fam = rng.choice(["gpu-a", "gpu-c", "hgx-", "node"])
     base = rng.randint(1, 40)
     hosts = [f"{fam}{base + i:02d}" for i in range(RANKS // PER_NODE)]
@@ -324,7 +324,7 @@ def style_srun_torchrun(j: Job) -> Files:
         last = j.t0.timestamp() + 10
         for x in _pylog_worker(j, r, plan):
             try:
-                last = datetime.strptime(x[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc).timestamp()
+                last = datetime.strptime(x[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
             except ValueError:
                 pass
             parts.append((last, seq, f"{node}: [default{lr}]:{x}"))
@@ -352,8 +352,8 @@ def style_hf_deepspeed(j: Job) -> Files:
     total = j.steps * 10
     for node in range(RANKS // PER_NODE):
         t = j.t0 + timedelta(seconds=node * 0.3)
-        put(t, node, _ds(t, "INFO", "launch.py:146:main", f"WORLD INFO DICT: {{'worker-0': [0, 1, 2, 3], "
-                                                           f"'worker-1': [0, 1, 2, 3]}}"))
+        put(t, node, _ds(t, "INFO", "launch.py:146:main", "WORLD INFO DICT: {'worker-0': [0, 1, 2, 3], "
+                                                           "'worker-1': [0, 1, 2, 3]}"))
         put(t, node, _ds(t, "INFO", "launch.py:152:main", f"nnodes=2, num_local_procs=4, node_rank={node}"))
         put(t, node, _ds(t, "INFO", "launch.py:164:main", f"dist_world_size={RANKS}"))
     for r in range(RANKS):
@@ -364,7 +364,7 @@ def style_hf_deepspeed(j: Job) -> Files:
         put(t, node, f"[rank{r}]:[{c10(t, 'I')} ProcessGroupNCCL.cpp:852] [PG ID 0 PG GUID 0 Rank {r}] "
                      f"ProcessGroupNCCL initialization options: size: {RANKS}, global rank: {r}, TIMEOUT(ms): 600000, "
                      "USE_HIGH_PRIORITY_STREAM: 0, SPLIT_FROM: 0, SPLIT_COLOR: 0, PG Name: 0")
-        put(t, node, _ds(t, "INFO", "comm.py:652:init_distributed", f"cdb=None"))
+        put(t, node, _ds(t, "INFO", "comm.py:652:init_distributed", "cdb=None"))
         for rr, kk in plan["warn"]:  # type: ignore[union-attr]
             if rr == r:
                 for x in USER_WARNINGS[kk % len(USER_WARNINGS)]:
@@ -429,7 +429,7 @@ def style_lightning(j: Job) -> Files:
         out += nccl_init(j, r)
         if r == 0:
             out += ["----------------------------------------------------------------------------------------------------",
-                    f"distributed_backend=nccl",
+                    "distributed_backend=nccl",
                     f"All distributed processes registered. Starting with {RANKS} processes",
                     "----------------------------------------------------------------------------------------------------",
                     ""]

@@ -3,9 +3,9 @@ the accuracy benchmark is ``tools.synth``)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-T0 = datetime(2026, 3, 2, 14, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 14, 0, 0, tzinfo=UTC)
 
 
 def py(t: datetime) -> str:

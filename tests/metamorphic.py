@@ -21,12 +21,12 @@ import gzip
 import re
 import tomllib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from random import Random
-from typing import Callable
 
 Files = dict[str, bytes]
 Transform = Callable[[Files, Random], "Files | None"]
@@ -518,7 +518,7 @@ def per_rank_to_tee_nodes(files: Files, rng: Random) -> Files | None:
     add: Files = {}
     for host, members in sorted(nodes.items()):
         chunks = []
-        for lr, r, p in sorted(members):
+        for lr, _r, p in sorted(members):
             lines = parse_lines(p, files[p])
             chunks.append((lr, [f"[default{lr}]:".encode() + ln.raw for ln in lines], line_times(lines, year)))
         add[_fresh(files, (folder + "/" if folder else "") + f"node-{host}.out")] = join_lines(_merge(chunks))
@@ -863,7 +863,7 @@ def _units(files: Files) -> dict[tuple[str, int | None], set[str]]:
     """Lines one host's clock stamped: a whole file, or one srun task's lines of a combined file;
     each with the hosts its NCCL lines name."""
     out: dict[tuple[str, int | None], set[str]] = {}
-    for p, (lines, infos) in _streams(files).items():
+    for p, (_lines, infos) in _streams(files).items():
         for s in infos.values():
             out.setdefault((p, s.key[1]), set()).update(s.hosts)
     return out
@@ -990,7 +990,7 @@ def _ranked_streams(files: Files, streams) -> list[tuple[str, StreamInfo, int]]:
     """The streams whose global rank is known: a rank file's, or a process that states it."""
     fam = {p: r for r, p in (rank_family(files) or {}).items()}
     out = []
-    for p, (lines, infos) in streams.items():
+    for p, (_lines, infos) in streams.items():
         n = _job_nranks(list(infos.values()))
         for s in infos.values():
             r = fam[p] if p in fam and len(infos) == 1 else stated_rank(s, n)

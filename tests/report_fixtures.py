@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from correlator.model import compress_ranks
-
 from correlator.model import (
-    ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,
-    Stats, TimelineEvent, Verdict, iso,
+    ChainLink,
+    ClockRow,
+    CollateralItem,
+    Diagnostic,
+    Evidence,
+    Group,
+    RankRow,
+    RankState,
+    Report,
+    RootCause,
+    Stats,
+    TimelineEvent,
+    Verdict,
+    compress_ranks,
+    iso,
 )
-
 
 NS = 1_000_000_000
 T0 = 1_772_460_451_412_000_000  # 2026-03-02T14:07:31.412Z

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import digest_of
 from jobs import rank_lines
 
@@ -175,11 +174,12 @@ def test_rule_just_under_the_time_limit_is_switched_off_by_its_budget(tmp_path):
     to its budget for the run, and once spent it is not tried again (on a slower machine its lines
     hit the limit instead, and the three of them spend the budget: the same end). Asserted on the
     lines it was still tried on, not on time."""
+    import io
+
     from correlator.extract.extractor import Engine, ExtractOptions, extract
     from correlator.extract.timestamps import resolve_tz
     from correlator.model import SourceInfo
     from correlator.ruleset import load_rules
-    import io
 
     rules_dir = _user_rule(tmp_path, "cubic", "aaaa.*a.*b", "aaaaab")
     rules = [r for r in load_rules([rules_dir]) if r.id == "slow.cubic"]

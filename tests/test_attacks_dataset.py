@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 
 import pytest
+from report_fixtures import make_report, write_job
 
 from correlator import history
 from correlator.errors import InputError, UsageError
 from correlator.model import DiagCode
 from correlator.report import parquet
-from report_fixtures import make_report, write_job
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -258,8 +258,8 @@ def test_what_writes_before_the_lock_left_is_recovered(tmp_path: Path) -> None:
     for table in ("ranks", "incidents"):  # it had got through events
         folder = tmp_path / table
         (folder / "job_id=J").rename(folder / ".job_id=J.old-0123abcd")
-        (folder / f".job_id=J.tmp-4242-89abcdef").mkdir()
-        (folder / f".job_id=J.tmp-4242-89abcdef" / "part-0.parquet").write_bytes(b"PAR1 cut")
+        (folder / ".job_id=J.tmp-4242-89abcdef").mkdir()
+        (folder / ".job_id=J.tmp-4242-89abcdef" / "part-0.parquet").write_bytes(b"PAR1 cut")
     assert history.summarize(tmp_path).jobs == 1  # what the old code left: J is gone from history
     write(tmp_path, "K", "B")  # any next write brings it back and clears the rest
     assert seen(tmp_path, "J", tmp_path) == "A" and seen(tmp_path, "K", tmp_path) == "B"
@@ -371,7 +371,7 @@ def test_a_full_disk_at_any_sync_leaves_the_old_job_or_commits_the_new(fast_tmp:
         write(out, "J", "A")
         count = 0
 
-        def full(fd: int) -> None:
+        def full(fd: int, n: int = n) -> None:
             nonlocal count
             count += 1
             if count == n:

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from jobs import combined_srun, rank_lines
 
 from correlator.correlate.attribution import policy

@@ -24,14 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from report_fixtures import make_report, write_job
 
 from correlator.model import Diagnostic, Evidence, Report
 from correlator.report import html as html_report
-from correlator.report import markdown
-from correlator.report import terminal
+from correlator.report import markdown, terminal
 from correlator.report.safe import UNSAFE, json_safe, visible, visible_lines
-
-from report_fixtures import make_report, write_job
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from correlator.model import RankState, Verdict
-from correlator.pipeline import correlate
-
 from conftest import digest_of
 from jobs import T0, combined_srun, glog, py, rank_lines
+
+from correlator.model import RankState, Verdict
+from correlator.pipeline import correlate
 
 
 def run(engine, files: dict[str, str], **kw):
@@ -183,9 +183,9 @@ def test_a_collective_mismatch_names_the_reporter_without_overstating(engine):
     that diverged, so the verdict says so and does not claim high confidence."""
     text = join([
         f"{py(T0)} - train - INFO - step=31 loss=2.1",
-        f"[rank2]: RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is running collective: "
-        f"CollectiveFingerPrint(SequenceNumber=32, OpType=ALLREDUCE, TensorShape=[1], TensorDtypes=Float), "
-        f"but Rank 3 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=GATHER).",
+        "[rank2]: RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=32, OpType=ALLREDUCE, TensorShape=[1], TensorDtypes=Float), "
+        "but Rank 3 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=GATHER).",
     ])
     rep = run(engine, {"rank2.log": text})
     rc = rep.root_cause
@@ -394,8 +394,8 @@ def test_a_nodes_file_named_like_a_rank_does_not_give_its_agent_lines_that_rank(
     """The agent's "failed (exitcode: -11) local_rank: 1" in a node's file (its workers tagged
     [defaultN]:) belongs to the worker its NCCL init line names, not to the number in the file name."""
     text = _node_file("gpu-a02", (2, 3), None) + join([
-        f"E0222 16:13:00.981000 5709 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) "
-        f"local_rank: 1 (pid: 293537) of binary: /usr/bin/python3"])
+        "E0222 16:13:00.981000 5709 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) "
+        "local_rank: 1 (pid: 293537) of binary: /usr/bin/python3"])
     rep = run(engine, {"out-5.log": text, "out-0.log": _node_file("gpu-a01", (0, 1), None)},
               **{"out-5.log": {"file_rank": 5}, "out-0.log": {"file_rank": 0}})
     assert rep.root_cause.rule == "launcher.worker-segfault-sigsegv" and rep.root_cause.rank == 3

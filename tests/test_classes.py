@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import expectations
 import pytest
 
-import expectations
 from correlator.pipeline import Options, analyze
 
 ROOT = Path(__file__).parent / "classes"

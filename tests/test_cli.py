@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from jobs import combined_srun, rank_lines
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,20 +8,29 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, digest_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jobs import combined_srun, rank_lines
 
 from correlator.extract import digest_io
 from correlator.extract.digest_io import digest_from_arrow, digest_schema, digest_to_arrow
 from correlator.extract.extractor import ExtractOptions, extract
-from correlator.model import (
-    Anchor, DiagCode, Diagnostic, Digest, FactSource, IdentityFact, Match, SourceInfo, StreamFacts, TimeKind, Who,
-)
 from correlator.extract.sources import identity_from_path
 from correlator.extract.timestamps import resolve_tz
-
-from conftest import ROOT, digest_of
-from jobs import combined_srun, rank_lines
+from correlator.model import (
+    Anchor,
+    DiagCode,
+    Diagnostic,
+    Digest,
+    FactSource,
+    IdentityFact,
+    Match,
+    SourceInfo,
+    StreamFacts,
+    TimeKind,
+    Who,
+)
 
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 OPT_I64 = st.none() | I64

@@ -17,21 +17,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jobs import T0, combined_srun, glog, py, rank_lines
 
-from correlator.extract import engines
 import correlator.extract.extractor as ex
+from correlator.extract import engines
 from correlator.extract.extractor import Engine, ExtractOptions, extract
-from correlator.model import SourceInfo
-from correlator.pipeline import Options, analyze
-from correlator.report import render
 from correlator.extract.scan import hyperscan_available
 from correlator.extract.sources import identity_from_path
 from correlator.extract.timestamps import resolve_tz
-
-from conftest import ROOT
-from jobs import T0, combined_srun, glog, py, rank_lines
+from correlator.model import SourceInfo
+from correlator.pipeline import Options, analyze
+from correlator.report import render
 
 UTC = resolve_tz("UTC")
 def needs_hs(fn):

@@ -1,20 +1,18 @@
 from __future__ import annotations
 
+import io
 import random
+from pathlib import Path
 
+from conftest import digest_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import io
-from pathlib import Path
+from jobs import combined_srun, rank_lines
 
 from correlator.extract import ExtractOptions, extract
 from correlator.extract.timestamps import resolve_tz
 from correlator.model import SourceInfo, TimeKind
 from correlator.pipeline import correlate
-
-from conftest import digest_of
-from jobs import combined_srun, rank_lines
 
 
 def _text(n=8, per_node=4, root=5):

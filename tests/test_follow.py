@@ -15,10 +15,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from jobs import T0, combined_srun, py, rank_lines
 
 from correlator import follow as fl
 from correlator.pipeline import Options
-from jobs import T0, combined_srun, py, rank_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 CANCEL = "slurmstepd: error: *** STEP 77.0 ON gpu-a00 CANCELLED AT 2026-03-02T14:14:00 ***"

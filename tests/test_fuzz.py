@@ -13,16 +13,16 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from conftest import digest_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import digest_of
-from correlator.errors import RuleError
-from correlator.model import Rule
-from correlator.extract.prefixes import clean, frame_at, nccl_origin, rank_in_text, split_prefix, strip_ansi
-from correlator.ruleset import load_rule_file, parse_rule
-from correlator.extract.timestamps import StampParser, resolve_tz
 from jobs import combined_srun, rank_lines
+
+from correlator.errors import RuleError
+from correlator.extract.prefixes import clean, frame_at, nccl_origin, rank_in_text, split_prefix, strip_ansi
+from correlator.extract.timestamps import StampParser, resolve_tz
+from correlator.model import Rule
+from correlator.ruleset import load_rule_file, parse_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 #: FUZZ_EXAMPLES=5000 for a deeper run than the suite's

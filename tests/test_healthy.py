@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from healthy_jobs import STYLES, healthy_job
+from metamorphic import write_job
 
 from correlator.model import UNDETERMINED_NOTE
 from correlator.pipeline import Options, analyze
-from healthy_jobs import STYLES, healthy_job
-from metamorphic import write_job
 
 SEEDS = range(13)  # x 4 styles = 52 jobs
 

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import digest_of
 from jobs import combined_srun, rank_lines
 
@@ -183,8 +182,8 @@ class _FailsAfter(io.RawIOBase):
 @pytest.mark.parametrize("err", [errno.EACCES, errno.EIO, errno.ESTALE])
 def test_read_failing_half_way_keeps_what_came_before(engine, err):
     from correlator.extract.extractor import ExtractOptions, extract
-    from correlator.model import SourceInfo
     from correlator.extract.timestamps import resolve_tz
+    from correlator.model import SourceInfo
 
     text = job_text().encode()
     cut = text.index(b"Input/output error") + 200  # the failure is before the break

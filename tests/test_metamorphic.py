@@ -17,9 +17,9 @@ from random import Random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from metamorphic import ORDER_ONLY, TRANSFORMS, Composition, Files, read_job, st_transforms, write_job
 
 from correlator.pipeline import Options, analyze
-from metamorphic import ORDER_ONLY, TRANSFORMS, Composition, Files, read_job, st_transforms, write_job
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -7,16 +7,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from report_fixtures import EIO, HOSTILE, NS, T0, _ranges, empty_report, make_report  # noqa: F401
 
 from correlator import history
 from correlator.errors import InputError, UsageError
 from correlator.model import (
-    ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,
-    Stats, TimelineEvent, Verdict, iso,
+    Group,
+    Verdict,
+    iso,
 )
 from correlator.report import parquet
 
-from report_fixtures import NS, T0, HOSTILE, EIO, _ranges, make_report, empty_report  # noqa: F401
 
 def test_three_tables_are_written_into_job_partitions(tmp_path: Path) -> None:
     written = parquet.write_parquet(make_report(), tmp_path, "88123")

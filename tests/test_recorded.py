@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import expectations
 import pytest
 
-import expectations
 from correlator.pipeline import Options, analyze
 
 ROOT = Path(__file__).parent / "recorded"

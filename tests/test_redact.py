@@ -14,10 +14,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from jobs import T0, combined_srun, py, rank_lines
 
 from correlator.model import Diagnostic, Evidence, TimelineEvent
 from correlator.report.redact import MASK, redact, redact_report
-from jobs import T0, combined_srun, py, rank_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,7 +142,7 @@ def _secret_job(tmp_path: Path) -> Path:
     later = py(T0 + timedelta(seconds=60 * 3 + 45))  # after rank 5's failure (T0 + 210 s)
     for r in others:
         lines[r].insert(-1, f"{later} - hub - INFO - pushing the checkpoint")
-    for k, (name, (line, _)) in enumerate(sorted(SECRETS.items())):
+    for k, (_name, (line, _)) in enumerate(sorted(SECRETS.items())):
         r = others[k % len(others)]
         msg = line if line.split(":")[0].endswith(("Error", "Exception")) else f"RuntimeError: {line}"
         lines[r][-1:-1] = msg.split("\n")

@@ -14,14 +14,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from report_fixtures import EIO, HOSTILE, NS, T0, _ranges, empty_report, make_report  # noqa: F401
 
 from correlator.model import (
-    ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,
-    Stats, TimelineEvent, Verdict, iso,
+    Diagnostic,
+    Report,
+    Verdict,
 )
 from correlator.report import html as html_report
 
-from report_fixtures import NS, T0, HOSTILE, EIO, _ranges, make_report, empty_report  # noqa: F401
 
 class _Tags(HTMLParser):
     """Every start tag and attribute the browser would build from the page."""

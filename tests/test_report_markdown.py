@@ -7,14 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from report_fixtures import EIO, HOSTILE, NS, T0, _ranges, empty_report, make_report  # noqa: F401
 
 from correlator.model import (
-    ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,
-    Stats, TimelineEvent, Verdict, iso,
+    Diagnostic,
+    TimelineEvent,
+    Verdict,
 )
 from correlator.report import markdown
-
-from report_fixtures import NS, T0, HOSTILE, EIO, _ranges, make_report, empty_report  # noqa: F401
 
 # --- tests ---------------------------------------------------------------------------------------
 

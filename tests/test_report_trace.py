@@ -7,13 +7,14 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from report_fixtures import EIO, HOSTILE, NS, T0, _ranges, empty_report, make_report  # noqa: F401
+
 from correlator.model import (
-    ChainLink, ClockRow, CollateralItem, Diagnostic, Evidence, Group, RankRow, RankState, Report, RootCause,
-    Stats, TimelineEvent, Verdict, iso,
+    Report,
+    Verdict,
 )
 from correlator.report import trace
 
-from report_fixtures import NS, T0, HOSTILE, EIO, _ranges, make_report, empty_report  # noqa: F401
 
 def _load(report: Report) -> dict:
     data = json.loads(trace.render(report))

@@ -10,6 +10,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from conftest import SCANNERS
+from rule_tables import SHA, complete_table, write_rule
 
 from correlator import rulecheck
 from correlator.rulecheck import (
@@ -25,9 +27,6 @@ from correlator.rulecheck import (
     unpinned,
 )
 from correlator.ruleset import builtin_rules_dir, load_rules, rule_files
-
-from conftest import SCANNERS
-from rule_tables import SHA, complete_table, write_rule
 
 BUILTIN = builtin_rules_dir()
 

@@ -4,12 +4,11 @@ Hyperscan scanner and on the pure-Python fallback, with the whole built-in rule 
 from __future__ import annotations
 
 import pytest
+from conftest import SCANNERS
 
 from correlator.extract.extractor import Engine
 from correlator.rulecheck import check_examples, check_patterns, load_all, run_example
 from correlator.ruleset import load_rules
-
-from conftest import SCANNERS
 
 RULES = load_rules()
 ENGINES: dict[str, Engine] = {}

@@ -446,7 +446,7 @@ def test_every_rules_own_example_line_finds_it(site, browser):
             if (hits.indexOf(c[0]) < 0) missed.push(c[0] + ': ' + hits.slice(0, 3).join(','));
         });
         return missed;
-    })(%s)""" % json.dumps(cases)
+    })(CASES)""".replace("CASES", json.dumps(cases))
     assert browser.js(script) == []
     assert browser.problems() == []
 

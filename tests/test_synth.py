@@ -13,7 +13,7 @@ import re
 import statistics
 import sys
 import tomllib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tools.synth import FAULTS, LAYOUTS, PROFILES, Truth, generate_job, generate_suite, main  # noqa: E402
-from tools.synth import generate, watchdog  # noqa: E402
+from tools.synth import FAULTS, LAYOUTS, PROFILES, Truth, generate, generate_job, generate_suite, main, watchdog  # noqa: E402  # noqa: E402
 from tools.synth.job import Job  # noqa: E402
 
 SAMPLES = ROOT / "sample_logs"
@@ -39,7 +38,7 @@ def _read_all(d: Path) -> str:
 
 
 def _epoch(stamp: str, ms: str) -> float:
-    dt = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+    dt = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
     return dt.timestamp() + int(ms) / 1000.0
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from correlator.extract.timestamps import NS, StampParser, resolve_tz
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def ns(*args, tz=UTC) -> int:

@@ -17,9 +17,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import worker  # noqa: E402  (same folder: the fault plan and the faults)
-
 import lightning as L  # noqa: E402
+import worker  # noqa: E402  (same folder: the fault plan and the faults)
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 
 log = logging.getLogger("train")

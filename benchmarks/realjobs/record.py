@@ -354,14 +354,14 @@ def record_case(case: Case, versions: str) -> float:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-                raise RuntimeError(f"{case.name}: did not end within {CASE_TIMEOUT_S} s")
+                raise RuntimeError(f"{case.name}: did not end within {CASE_TIMEOUT_S} s") from None
             finally:
                 fh.close()
         if case.layout == "perrank":
             # the rank stuck in a hang would wait forever without a launcher; none of ours hang
             pass
     finally:
-        for p, fh in procs:
+        for p, _fh in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()

@@ -60,8 +60,8 @@ def estimate(points: Iterable[tuple[str, str, int]], rounds: int = 4) -> dict[st
         deltas = defaultdict(list)
         for row in table.values():
             ref = median(t - off[d] for d, t in row.items())
-            for d, t in row.items():
-                deltas[d].append(t - ref)
+            for d, at in row.items():
+                deltas[d].append(at - ref)
         off = {d: median(v) for d, v in deltas.items()}
     centre = median(off.values())
     out = {}

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import overload
 
-from correlator.model import Digest, FactSource, Match, StreamFacts, Who
+from correlator.model import Digest, FactSource, IdentityFact, Match, StreamFacts, Who
 
 
 @dataclass
@@ -259,7 +260,7 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
     for d in digests:
         filled: dict[Who, Who] = {}  # a source's matches share a few writers: each resolved once
 
-        def who_of(who: Who, d: Digest = d) -> Who:
+        def who_of(who: Who, d: Digest = d, filled: dict[Who, Who] = filled) -> Who:
             w = filled.get(who)
             if w is None:
                 w = filled[who] = fill(who, d)
@@ -285,6 +286,14 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
             f"{imap.procs_per_node} + local rank): the logs state no mapping (no [rankN] prefix, NCCL init "
             "line, rendezvous result or failure table)")
     return matches, streams, imap
+
+
+@overload
+def short_host(host: str) -> str: ...
+@overload
+def short_host(host: None) -> None: ...
+@overload
+def short_host(host: str | None) -> str | None: ...
 
 
 def short_host(host: str | None) -> str | None:

@@ -98,7 +98,7 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         if note and out.root is not None:
             all_diags.append(Diagnostic("info", None, note, DiagCode.TABLES_DISAGREE))
             out.root = replace(out.root, why=(*out.root.why, note))
-    attempt_rows = [{"attempt": a, "verdict": o.verdict.value, "rank": o.root.rank if o.root else None,
+    attempt_rows: list[dict[str, object]] = [{"attempt": a, "verdict": o.verdict.value, "rank": o.root.rank if o.root else None,
                      "rule": o.root.rule if o.root else None, "time": o.root.time if o.root else None}
                     for a, o in per_attempt]
     stats = Stats(

@@ -39,7 +39,7 @@ import dataclasses
 import enum
 import types
 import typing
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from correlator.model import Digest
@@ -54,7 +54,7 @@ def _pa():
     return pa
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -68,7 +68,7 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-@lru_cache(maxsize=None)
+@cache
 def _arrow_type(tp: Any) -> Any:
     pa = _pa()
     tp, _ = _unwrap_optional(tp)
@@ -81,7 +81,7 @@ def _arrow_type(tp: Any) -> Any:
         return pa.float64()
     if tp is str or (isinstance(tp, type) and issubclass(tp, enum.Enum)):
         return pa.string()
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
         return pa.struct([pa.field(f.name, _arrow_type(hints[f.name]), nullable=_unwrap_optional(hints[f.name])[1])
                           for f in dataclasses.fields(tp)])
@@ -129,7 +129,7 @@ def _to_py(value: Any, tp: Any) -> Any:
         return value.value
     if isinstance(value, str):
         return _enc_str(value)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
         return {f.name: _to_py(getattr(value, f.name), hints[f.name]) for f in dataclasses.fields(tp)}
     origin = typing.get_origin(tp)
@@ -152,7 +152,7 @@ def _from_py(value: Any, tp: Any) -> Any:
         return tp(value)
     if tp is str:
         return _dec_str(value)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
         return tp(**{f.name: _from_py(value[f.name], hints[f.name]) for f in dataclasses.fields(tp)})
     origin = typing.get_origin(tp)

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from pathlib import Path
 
 from correlator.extract.extractor import Engine, ExtractOptions, extract
@@ -236,6 +237,7 @@ class ReplayScanner:
     """
 
     name = "replay"
+    rejected: tuple[int, ...] = ()  # the scanner that found the candidates left none to keywords here
 
     def __init__(self, pieces: Iterator[tuple[int, int, Candidates]]) -> None:
         self._pieces = pieces
@@ -450,7 +452,7 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
     split = [i for i in files if _splittable(sources[i], total_bytes, n)]
     whole = sorted((i for i in files if i not in set(split)), key=lambda i: -(sources[i].size or 0))
     try:
-        ctx = multiprocessing.get_context("fork")
+        ctx: BaseContext = multiprocessing.get_context("fork")
         _ENGINE, _OPTS = eng, spec.opts  # inherited by the forked workers
         init_arg: EngineSpec | None = None
     except ValueError:  # no fork on this platform: each worker builds the engine once

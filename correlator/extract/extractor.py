@@ -16,8 +16,9 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import tzinfo
-from typing import BinaryIO
+from datetime import UTC, tzinfo
+from types import ModuleType
+from typing import BinaryIO, Literal
 
 from correlator.extract.prefixes import (
     NO_PREFIX,
@@ -826,6 +827,9 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
             continue
         top = max(r.priority for r, _, _ in found)
         p = _stamp_of(state, _with_stamp(prefix, msg))
+        t: int | None
+        lo: int | None
+        hi: int | None
         if p is not None:
             t, lo, hi, kind = p.time_ns, p.time_ns, p.time_ns + p.resolution_ns, TimeKind.OWN
             state.last_stamp[key] = p.time_ns
@@ -1283,9 +1287,9 @@ def _error_json(raw: bytes, src: SourceInfo) -> tuple[bytes, Diagnostic | None]:
         return raw, Diagnostic("info", src.path, "error file is not torchelastic's JSON: read as text", DiagCode.ERROR_FILE_AS_TEXT)
     stamp = ""
     if ts is not None and str(ts).isdecimal():
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        stamp = datetime.fromtimestamp(int(ts), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ ")
+        stamp = datetime.fromtimestamp(int(ts), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ ")
     lines = [stamp + "[error.json] " + line for line in (stack.rstrip("\n").split("\n") if stack else [])]
     lines.append(stamp + text.replace("\n", " "))
     return ("\n".join(lines) + "\n").encode("utf-8"), None
@@ -1311,9 +1315,9 @@ class Extractor:
         self.total = 0
         self.lines_total = 0
         self.skipped = 0
-        self.keep = b""
+        self.keep: bytes | memoryview = b""
         self.keep_line = 1
-        self.tail = b""
+        self.tail: bytes | memoryview = b""
         self.head_done = False
         self.offset = 0  # source offset of the first byte not yet in a processed region
         self.carry = b""
@@ -1360,8 +1364,8 @@ class Extractor:
             if not keep and not lc and cut == len(chunk):
                 data = chunk
             else:
-                rest = memoryview(chunk)[cut - lc:]
-                data = b"".join((keep, carry, memoryview(chunk)[: cut - lc], _ahead_of(rest)))
+                after = memoryview(chunk)[cut - lc:]
+                data = b"".join((keep, carry, memoryview(chunk)[: cut - lc], _ahead_of(after)))
             begin, end_region = len(keep), len(keep) + cut
             self.carry = chunk[cut - lc:]
             next_line, self.keep, self.tail, self.head_done = _process_data(
@@ -1568,7 +1572,7 @@ def _read(stream, size: int, src: SourceInfo, state: _State) -> Iterator[bytes]:
         yield parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-_np = None
+_np: ModuleType | Literal[False] | None = None
 
 
 def warm_up() -> None:
@@ -1590,9 +1594,10 @@ def _count_nl(data: bytes, start: int, end: int) -> int:
         return data.count(b"\n", start, end)
     if _np is None:
         warm_up()
-    if _np is False:
+    np = _np
+    if not np:  # no numpy
         return data.count(b"\n", start, end)
-    return int(_np.count_nonzero(_np.frombuffer(data, _np.uint8, end - start, start) == 10))
+    return int(np.count_nonzero(np.frombuffer(data, np.uint8, end - start, start) == 10))
 
 
 def _hold_back(data: bytes, cut: int) -> int:
@@ -1766,9 +1771,10 @@ def _flush_head(state: _State, writers: dict[tuple, _Writer], anchors: dict[tupl
     state.head = b""
 
 
-def _process_region(state: _State, region: bytes, keep: bytes, keep_line: int, offset: int, tail: bytes,
+def _process_region(state: _State, region: bytes, keep: bytes | memoryview, keep_line: int, offset: int,
+                    tail: bytes | memoryview,
                     writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor],
-                    head_done: bool, ahead: bytes = b"") -> tuple[int, bytes, bytes, bool]:
+                    head_done: bool, ahead: bytes = b"") -> tuple[int, bytes | memoryview, bytes | memoryview, bool]:
     """Scan one line-aligned region, with the kept bytes before it for look-back and the held-back
     complete lines after it (``ahead``, scanned with the next region) for look-ahead."""
     ahead = _ahead_of(ahead) if ahead else b""
@@ -1819,13 +1825,13 @@ def _own(b: bytes | memoryview) -> bytes:
 
 
 def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_line: int, offset: int,
-                  tail: bytes, writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor],
-                  head_done: bool) -> tuple[int, bytes, bytes, bool]:
+                  tail_before: bytes | memoryview, writers: dict[tuple, _Writer], anchors: dict[tuple, Anchor],
+                  head_done: bool) -> tuple[int, bytes | memoryview, bytes | memoryview, bool]:
     """Scan the line-aligned region ``data[begin:end_region]`` (source offset ``offset``): before
     it, the bytes kept from earlier regions for look-back; after it, complete held-back lines for
     look-ahead (scanned with the next region). Returns the next line number, the bytes to keep, the
     tail window so far, and whether the head window is done."""
-    tail = _own(tail)
+    tail = _own(tail_before)
     _refresh_reference(state, data, begin, len(data))  # (the held-back lines too: a full date there dates this region)
     if offset == 0:
         state.check_writers(data[begin:min(end_region, begin + ONE_WRITER_PROBE)])

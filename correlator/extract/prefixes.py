@@ -65,8 +65,7 @@ def split_prefix(line: str) -> tuple[Prefix, str]:
     if end == 0:
         mp = _MPI.match(line)
         if mp:
-            rank = int(mp.group("rank"))
-            return Prefix(None, None, rank, mp.end()), line[mp.end():].lstrip(" ")
+            return Prefix(None, None, int(mp.group("rank")), mp.end()), line[mp.end():].lstrip(" ")
         ms = _MPI_STAMPED.match(line) if line[:1].isdigit() else None
         if ms:
             return (Prefix(None, None, int(ms.group("rank")), ms.end(), stamp=ms.group("stamp")),

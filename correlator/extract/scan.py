@@ -15,9 +15,14 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from correlator.cache import cache_dir
 from correlator.extract import dialects
+
+if TYPE_CHECKING:  # hyperscan is imported where it is used (it is optional on some platforms)
+    from hyperscan import Database
 
 #: set to "regex" (or "fallback") to force the pure-Python scanner
 ENV_SCANNER = "CORRELATE_SCANNER"
@@ -176,7 +181,7 @@ def trim_tail(p: str) -> str:
             toks.pop()
             continue
         if q and (q[0] == "+" or (qm is not None and qm.group(2))):  # X+, X{m,}, X{m,n}: X{m}
-            toks[-1] = (atom, "" if low == 1 else "{%d}" % low)
+            toks[-1] = (atom, "" if low == 1 else f"{{{low}}}")
         elif not q and atom.startswith(("(?:", "(?P<")) or (not q and atom.startswith("(") and atom[1:2] != "?"):
             # a plain or named group at the end: trim inside it
             head = "(?:" if atom.startswith("(?:") else atom[: atom.index(">") + 1] if atom.startswith("(?P<") else "("
@@ -223,6 +228,7 @@ class KeywordScanner:
     """Fallback: ``bytes.find`` for each distinct keyword; hits are (line start, pattern ids)."""
 
     name = "keywords"
+    rejected: tuple[int, ...] = ()  # it runs every pattern
 
     def __init__(self, patterns: Sequence[Pattern]) -> None:
         by_kw: dict[bytes, list[int]] = {}
@@ -301,8 +307,9 @@ class HyperscanScanner:
                 append((to, pid))
 
             whole = begin == 0 and end == len(data)
-            self._db.scan(data if whole else memoryview(data)[begin:end], match_event_handler=on_match,
-                          scratch=self._scratch)
+            # the stub types ``data`` as str | bytes; the extension takes any buffer, a view too
+            self._db.scan(data if whole else memoryview(data)[begin:end],  # type: ignore[type-var]
+                          match_event_handler=on_match, scratch=self._scratch)
         lines: dict[int, set[int]] = {}
         rfind, find = data.rfind, data.find
         last_start, last_end, last_set = -1, -1, None
@@ -350,7 +357,12 @@ def _converter_digest() -> str:
         return f"v{__version__}"
 
 
-def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...]) -> str:
+#: what a cached database's key holds besides its expressions: its compile flags, and for the rule
+#: set's database the probe version and the converter's digest
+_KeyFlags = int | tuple[int | str, ...]
+
+
+def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: _KeyFlags) -> str:
     import hashlib
     import platform
 
@@ -363,8 +375,8 @@ def _cache_key(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[in
     return h.hexdigest()[:32]
 
 
-def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...]
-                ) -> tuple[object, tuple[int, ...]] | None:
+def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: _KeyFlags
+                ) -> tuple[Database | None, tuple[int, ...]] | None:
     d = cache_dir()
     if d is None or not exprs:
         return None
@@ -386,7 +398,7 @@ def _cache_load(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[i
         return None
 
 
-def _cache_store(exprs: Sequence[bytes], ids: Sequence[int], flags: int | tuple[int, ...], db: object,
+def _cache_store(exprs: Sequence[bytes], ids: Sequence[int], flags: _KeyFlags, db: Database | None,
                  rejected: Sequence[int]) -> None:
     d = cache_dir()
     if d is None or not exprs:
@@ -430,7 +442,7 @@ _PROBE_PREFIXES = ("", "0: [default0]:[rank0]:", "gpu-a01: [rank3]: ", "x" * 37 
 PROBE_VERSION = 1
 
 
-def _missed(hyperscan, db: object, probes: dict[int, list[str]]) -> set[int]:
+def _missed(hyperscan: ModuleType, db: Database, probes: dict[int, list[str]]) -> set[int]:
     """Pattern ids that ``db`` does not report on lines their own regexes match (``probes``)."""
     want: dict[int, int] = {}  # line start -> pattern id expected there
     parts: list[bytes] = []
@@ -448,12 +460,13 @@ def _missed(hyperscan, db: object, probes: dict[int, list[str]]) -> set[int]:
     def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
         got.add((data.rfind(b"\n", 0, max(to - 1, 0)) + 1, pid))
 
-    db.scan(data, match_event_handler=on_match, scratch=hyperscan.Scratch(db))  # type: ignore[attr-defined]
+    db.scan(data, match_event_handler=on_match, scratch=hyperscan.Scratch(db))
     return {pid for start, pid in want.items() if (start, pid) not in got}
 
 
-def _without_missed(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int, db: object,
-                    rejected: tuple[int, ...], probes: dict[int, list[str]]) -> tuple[object, tuple[int, ...]]:
+def _without_missed(hyperscan: ModuleType, exprs: Sequence[bytes], ids: Sequence[int], flags: int, db: Database,
+                    rejected: tuple[int, ...], probes: dict[int, list[str]]
+                    ) -> tuple[Database | None, tuple[int, ...]]:
     """``db`` rebuilt without the patterns it misses on their own example lines (a Hyperscan defect:
     two patterns of the same shape, ``\\[\\d+\\] <words>``, made it miss one of them behind a
     prefix); those go to the keyword scanner, which finds every example (tested). Checked again
@@ -467,17 +480,21 @@ def _without_missed(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags
         kept = [(e, i) for e, i in zip(exprs, ids) if i not in gone]
         if not kept:
             return None, tuple(sorted(gone))
-        db, more = _compile(hyperscan, [e for e, _ in kept], [i for _, i in kept], flags)
+        rebuilt, more = _compile(hyperscan, [e for e, _ in kept], [i for _, i in kept], flags)
         gone |= set(more)
+        if rebuilt is None:  # every kept pattern refused on its own
+            return None, tuple(sorted(gone))
+        db = rebuilt
     return db, tuple(sorted(gone))
 
 
-def _compile(hyperscan, exprs: Sequence[bytes], ids: Sequence[int], flags: int) -> tuple[object, tuple[int, ...]]:
+def _compile(hyperscan: ModuleType, exprs: Sequence[bytes], ids: Sequence[int], flags: int
+             ) -> tuple[Database | None, tuple[int, ...]]:
     """One database of every pattern Hyperscan accepts (in prefilter mode); the ids it refused."""
     if not exprs:
         return None, ()
 
-    def build(es: Sequence[bytes], is_: Sequence[int]) -> object:
+    def build(es: Sequence[bytes], is_: Sequence[int]) -> Database:
         db = hyperscan.Database()
         db.compile(expressions=list(es), ids=list(is_), elements=len(es), flags=[flags] * len(es))
         return db
@@ -522,7 +539,7 @@ RANK_PREFIX_HINTS = (rb"\n[ \t\n\r\f\v]{0,6}\d{1,6}: ", rb"\[rank\d")
 EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
 
 
-def _small_db(exprs: list[bytes], flags: list[int]) -> object:
+def _small_db(exprs: list[bytes], flags: list[int]) -> Database:
     """A block-mode database of a few fixed patterns with their own flags, from the disk cache when
     it is there (compiling the window finder's four took ~30 ms in every process)."""
     import hyperscan
@@ -632,7 +649,7 @@ class WindowFinder:
             ends.append(to)
 
         self._prefixes.scan(data, match_event_handler=on_match, scratch=self._prefixes_scratch)
-        rfind, find = data.rfind, data.find
+        rfind = data.rfind
         return sorted({rfind(b"\n", 0, to - 1) + 1 for to in ends})
 
     def first_hint(self, data: bytes, pos: int) -> int:
@@ -662,7 +679,7 @@ class WindowFinder:
             lo = data.rfind(b"\n", 0, lo) + 1 if lo else 0
             found: list[int] = []
 
-            def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object, found: list[int] = found) -> None:
                 found.append(to)
 
             self._hint.scan(data[lo:hi], match_event_handler=on_match, scratch=self._hint_scratch)
@@ -684,7 +701,15 @@ def window_finder() -> WindowFinder | None:
     return _WINDOW_FINDER
 
 
-Scanner = KeywordScanner | HyperscanScanner
+class Scanner(Protocol):
+    """What the extractor asks of a scanner: its kind, the patterns it left to others, and the
+    candidate lines of a buffer (line start -> pattern ids)."""
+
+    name: str
+    #: pattern ids it does not run (Hyperscan refused or missed them; they go to keywords)
+    rejected: tuple[int, ...]
+
+    def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]: ...
 
 
 def make_scanner(patterns: Sequence[Pattern], prefer: str | None = None,

@@ -48,6 +48,11 @@ _DASHED_IP = re.compile(r"(?<!\d)\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}$")
 _LAST_NUMBER = re.compile(r"(\d{1,6})(?=(?:\.[A-Za-z]{1,5}){0,2}$)")
 
 
+def _last_number(name: str) -> str:
+    m = _LAST_NUMBER.search(name)
+    return m.group(1) if m else ""
+
+
 def _compressed_kind(path: str) -> str:
     for ext, kind in _COMPRESSED.items():
         if path.endswith(ext):
@@ -111,12 +116,11 @@ def _number_family(paths: list[str]) -> dict[str, int]:
             shape = name[: m.start()] + "#" + name[m.end():]
             groups[(d, shape)].append((path, int(m.group(1))))
     out: dict[str, int] = {}
-    for (d, shape), members in groups.items():
+    for members in groups.values():
         numbers = {n for _, n in members}
         if len(members) < 2 or len(numbers) != len(members):
             continue
-        padded = any(_LAST_NUMBER.search(_base_name(os.path.basename(p))).group(1).startswith("0") and n > 0
-                     for p, n in members)
+        padded = any(n > 0 and _last_number(_base_name(os.path.basename(p))).startswith("0") for p, n in members)
         if padded and 0 not in numbers:
             continue  # "dgx-h100-03" .. "-10": hosts numbered from 1 (srun's %3t would start at 000)
         out.update(members)
@@ -355,7 +359,7 @@ def open_source(src: SourceInfo) -> tuple[BinaryIO, str]:
     if kind == "zstd":
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True), kind  # type: ignore[return-value]
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True), kind
     if kind == "bz2":
         return bz2.BZ2File(raw, "rb"), kind  # type: ignore[return-value]
     if kind == "xz":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
 from correlator.extract import dialects
@@ -47,9 +47,9 @@ def resolve_tz(name: str | None) -> tzinfo:
     """The analysis zone: an IANA name, ``UTC``, or None for the machine's local zone."""
     if name is None or name == "local":
         local = datetime.now().astimezone().tzinfo
-        return local if local is not None else timezone.utc
+        return local if local is not None else UTC
     if name.upper() in ("UTC", "Z", "GMT"):
-        return timezone.utc
+        return UTC
     return ZoneInfo(name)
 
 
@@ -61,7 +61,7 @@ class StampParser:
 
     def __init__(self, tz: tzinfo | None = None, reference_ns: int | None = None, *,
                  reference_is_bound: bool = False) -> None:
-        self.tz = tz if tz is not None else timezone.utc
+        self.tz = tz if tz is not None else UTC
         self.reference_ns = reference_ns
         #: the reference is an upper bound (the file's modification time), not a stamp from the file
         self.reference_is_bound = reference_is_bound
@@ -79,7 +79,7 @@ class StampParser:
             if zone is None:
                 dt = datetime(y, mo, d, h, mi, s, tzinfo=self.tz)
             elif zone == "Z":
-                dt = datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc)
+                dt = datetime(y, mo, d, h, mi, s, tzinfo=UTC)
             else:
                 sign = -1 if zone[0] == "-" else 1
                 digits = zone[1:].replace(":", "")
@@ -96,11 +96,11 @@ class StampParser:
     def _infer_year(self, mo: int, d: int) -> int:
         ref = self.reference_ns
         if ref is None:
-            return datetime.now(timezone.utc).year
-        ref_dt = datetime.fromtimestamp(ref / NS, tz=timezone.utc)
+            return datetime.now(UTC).year
+        ref_dt = datetime.fromtimestamp(ref / NS, tz=UTC)
         year = ref_dt.year
         try:
-            guess = datetime(year, mo, d, tzinfo=timezone.utc).timestamp() * NS
+            guess = datetime(year, mo, d, tzinfo=UTC).timestamp() * NS
         except ValueError:  # Feb 29 in a year without it: try the neighbours
             return year - 1 if mo == 2 else year
         if self.reference_is_bound:

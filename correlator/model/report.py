@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import IntEnum, StrEnum
 
 from correlator.model.digest import DiagCode, Diagnostic
@@ -58,7 +58,7 @@ def iso(time_ns: int | None) -> str | None:
     """UTC ISO-8601 with milliseconds and a ``Z``: the one time format of every output."""
     if time_ns is None:
         return None
-    dt = datetime.fromtimestamp(time_ns // 1_000_000_000, tz=timezone.utc)
+    dt = datetime.fromtimestamp(time_ns // 1_000_000_000, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{(time_ns // 1_000_000) % 1000:03d}Z"
 
 

@@ -24,7 +24,8 @@ RENDERERS: dict[str, str] = {
 def renderer(name: str) -> Callable[..., str]:
     if name not in RENDERERS:
         raise KeyError(name)
-    return importlib.import_module(RENDERERS[name]).render  # type: ignore[no-any-return]
+    render: Callable[..., str] = importlib.import_module(RENDERERS[name]).render
+    return render
 
 
 def render(report: Report, fmt: str, **kw: object) -> str:

@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from correlator.model import Group, Report, TimelineEvent, Verdict
 from correlator.report.markdown import (
@@ -434,7 +434,7 @@ def _plan_lanes(report: Report, budget: int, root_s: float | None
             ranks_of_host[host].add(rank)
     if root is not None and root.rank is not None:
         ranks_of_host.setdefault(host_of(root.rank, root.host), set()).add(root.rank)
-    for host, ranks in sorted(ranks_of_host.items(), key=lambda kv: (kv[0] == unknown, min(kv[1], default=1 << 62), kv[0])):
+    for host, _ranks in sorted(ranks_of_host.items(), key=lambda kv: (kv[0] == unknown, min(kv[1], default=1 << 62), kv[0])):
         host_order[host] = len(host_order)
 
     notable: set[int] = set()
@@ -549,11 +549,11 @@ def _plan_lanes(report: Report, budget: int, root_s: float | None
         folded: dict[str, list[int]] = {}
         keys: dict[str, list[tuple[str, int]]] = {}
         for host in rest:
-            for r in sorted(ranks_of_host.get(host, ())):
-                state = state_of(r)
+            for rank in sorted(ranks_of_host.get(host, ())):
+                state = state_of(rank)
                 state = "healthy" if state in ("healthy", "unknown") else state
-                folded.setdefault(state, []).append(r)
-                keys.setdefault(state, []).append((host, r))
+                folded.setdefault(state, []).append(rank)
+                keys.setdefault(state, []).append((host, rank))
         lanes = [fold_lane(label, folded[s], s, keys[s]) for s in sorted(folded, key=lambda s: (s != "collateral", s))]
         agent = agent_lane(label, [(h, None) for h in rest])
         if agent is not None:
@@ -573,7 +573,7 @@ def _nice_step(span: float) -> float:
 
 
 def _tick_label(seconds: float, step: float, multi_day: bool) -> str:
-    dt = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    dt = datetime.fromtimestamp(seconds, tz=UTC)
     if step < 1:
         text = dt.strftime("%H:%M:%S") + f".{int(round(dt.microsecond / 1000)) % 1000:03d}"
     elif step < 60:
@@ -720,7 +720,7 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tupl
 
     # grid and axis
     step = _nice_step(t1 - t0)
-    multi_day = datetime.fromtimestamp(t0, tz=timezone.utc).date() != datetime.fromtimestamp(t1, tz=timezone.utc).date()
+    multi_day = datetime.fromtimestamp(t0, tz=UTC).date() != datetime.fromtimestamp(t1, tz=UTC).date()
     tick = math.ceil(t0 / step) * step
     axis = [f'<line class="axis" x1="{_GUTTER}" y1="{bottom:.1f}" x2="{_GUTTER + plot_w}" y2="{bottom:.1f}"/>']
     while tick <= t1:
@@ -730,7 +730,7 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tupl
                     f'<text class="tick" x="{x:.1f}" y="{bottom + 15:.1f}" text-anchor="middle">'
                     f'{_e(_tick_label(tick, step, multi_day))}</text>')
         tick += step
-    day = datetime.fromtimestamp(t0, tz=timezone.utc).strftime("%Y-%m-%d")
+    day = datetime.fromtimestamp(t0, tz=UTC).strftime("%Y-%m-%d")
     skew = (f"host clocks corrected ({len(report.clocks)} hosts, residual ≤ "
             f"{max(c.residual_s for c in report.clocks) * 1000:.0f} ms)" if report.clocks
             else "no clock correction (no anchors)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from correlator.model import (
     DiagCode,
@@ -74,7 +74,7 @@ def parse_dt(text: str | None) -> datetime | None:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
 
 
 def parse_iso(text: str | None) -> float | None:
@@ -108,7 +108,7 @@ def fmt_time(text: str | None, *, date: bool = True) -> str:
     seconds = parse_iso(text)
     if seconds is None:
         return text
-    dt = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    dt = datetime.fromtimestamp(seconds, tz=UTC)
     clock = dt.strftime("%H:%M:%S") + f".{int(round(dt.microsecond / 1000)) % 1000:03d}"
     return f"{dt.strftime('%Y-%m-%d')} {clock}" if date else clock
 

@@ -70,7 +70,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
@@ -103,7 +103,7 @@ def _step(name: str) -> None:
 
 def _ts(text: str | None) -> datetime | None:
     seconds = parse_iso(text)
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def _category(rule: str | None) -> str | None:

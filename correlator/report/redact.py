@@ -270,9 +270,8 @@ class _Lines:
             self.in_key = False
             head = text[:end.start()]
             text = (MASK if head.strip() else head) + text[end.start():]
-        begin = None
-        for begin in _BEGIN.finditer(text):
-            pass
+        begins = list(_BEGIN.finditer(text))
+        begin = begins[-1] if begins else None
         if begin is not None and _END.search(text, begin.end()) is None:
             self.in_key = True  # the block goes on in the next lines
         if _KEY_BODY.match(text):

@@ -25,7 +25,7 @@ without any time cannot be placed and are counted in ``otherData.untimed_events`
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from correlator.model import Report, TimelineEvent, iso
@@ -39,7 +39,7 @@ WAVES_PID = 0
 WAVES_TID = 2_000_000
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _micros(text: str | None) -> int | None:

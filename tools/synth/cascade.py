@@ -7,9 +7,9 @@ package docstring: who is silent after the root event).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from tools.synth import cuda, environment, hardware, host_oom, nccl, slurm, storage, training, tracebacks, watchdog
+from tools.synth import cuda, environment, hardware, host_oom, nccl, slurm, storage, tracebacks, training, watchdog
 from tools.synth.job import Job
 from tools.synth.profiles import COORD_CHECK_S, ENQUEUE_SPREAD_S, WATCHDOG_POLL_S
 from tools.synth.tracebacks import RootTraceback

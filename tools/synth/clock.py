@@ -6,7 +6,7 @@ Stamps are UTC; the date parts of each second are cached (a large job prints mil
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 class Clock:
@@ -19,7 +19,7 @@ class Clock:
     def _date_parts(self, s: int) -> tuple[str, str, str]:
         v = self._cache.get(s)
         if v is None:
-            d = datetime.fromtimestamp(self.base + s, tz=timezone.utc)
+            d = datetime.fromtimestamp(self.base + s, tz=UTC)
             v = (d.strftime("%Y-%m-%d"), d.strftime("%H:%M:%S"), d.strftime("%m%d"))
             self._cache[s] = v
         return v

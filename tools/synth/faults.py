@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 LAYOUTS: tuple[str, ...] = ("per-rank", "srun-combined", "torchrun-combined", "torchelastic")
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from tools.synth import cascade, healthy, launcher, layouts, slurm
 from tools.synth.faults import FAULTS, LAYOUTS, Truth

@@ -6,7 +6,6 @@ from tools.synth import tracebacks, watchdog
 from tools.synth.job import Job
 from tools.synth.tracebacks import RootTraceback
 
-
 CUDA_ASYNC_NOTE = [
     "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
     "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",

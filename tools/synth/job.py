@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from tools.synth.clock import Clock
 from tools.synth.faults import FaultKind, Truth

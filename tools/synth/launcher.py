@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from tools.synth.job import Job, Worker
-
 
 ELASTIC_TRACEBACK_DOC = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
 OMP_WARNING = ("Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system "

@@ -6,8 +6,8 @@ in printed-stamp order. Only this module writes log files.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from tools.synth.job import Job, Record
 

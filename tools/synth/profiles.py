@@ -6,8 +6,8 @@ exact build. The timing constants are the reason no waiting rank is cut short by
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,10 @@ Also the ``slurm-time-limit`` fault (a job-level end: no rank failed on its own)
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from tools.synth import host_oom, launcher, training
 from tools.synth.job import Job
-
 
 SIGNAL_STRINGS = {6: "Aborted", 9: "Killed", 11: "Segmentation fault", 15: "Terminated", 7: "Bus error"}
 

@@ -6,7 +6,7 @@ Shared by every fault family whose process dies of an exception or a fatal signa
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from tools.synth.job import Job
 

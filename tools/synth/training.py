@@ -5,7 +5,7 @@ The step lines are the clock anchors of a job (every rank logs the same steps).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from tools.synth.job import Job
 

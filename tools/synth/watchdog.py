@@ -6,12 +6,11 @@ it never joins) and the end of a rank whose NCCL communicator failed.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from tools.synth import tracebacks
 from tools.synth.job import Job
 from tools.synth.profiles import PY_EXIT_S
-
 
 WATCHDOG_TAIL = (
     "This is most likely caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, "

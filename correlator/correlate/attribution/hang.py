@@ -142,7 +142,7 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
         # peer" once a neighbour's timeout closed the pair) was in it too
         tos = [e for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL
                and e.rule.id == s.rule and "timeout" in e.rule.tags]
-        timed = {e.rank for e in tos}
+        timed = {e.rank for e in tos if e.rank is not None}
         ts = [e.t for e in tos if e.t is not None]
         # (a peer error long after the timeouts is a rank waking up to find its peers gone: it was not
         # in the collective when they timed out)

@@ -302,10 +302,10 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
                      f"specific rule names ({who_text(generic_lead)}, {generic_lead.rule.id})")
     elif r.rule.priority < policy.GENERIC_PRIORITY:
         confidence -= policy.CONF_GENERIC
-        named = [e for e in rest if e.rule.priority >= policy.GENERIC_PRIORITY]
-        if named:
+        by_rule = [e for e in rest if e.rule.priority >= policy.GENERIC_PRIORITY]
+        if by_rule:
             w.why.append(f"a plain uncaught exception, before the first failure a specific rule names "
-                         f"({who_text(named[0])}, {named[0].rule.id}) in the same stream's order")
+                         f"({who_text(by_rule[0])}, {by_rule[0].rule.id}) in the same stream's order")
         else:
             w.why.append("only a generic uncaught exception was found; no specific rule matched")
     if r.rank is None:
