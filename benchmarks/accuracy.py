@@ -41,7 +41,8 @@ from correlator.extract import Engine, ExtractOptions  # noqa: E402
 from correlator.extract.engines import EngineSpec, run_local  # noqa: E402
 from correlator.extract.sources import discover  # noqa: E402
 from correlator.extract.timestamps import resolve_tz  # noqa: E402
-from correlator.model import Digest, Role  # noqa: E402
+from correlator.model import Digest, Role, Rule  # noqa: E402
+from correlator.model.vocabulary import Tag  # noqa: E402
 from correlator.pipeline import Options, correlate, load_engine_rules  # noqa: E402
 from tools.synth import Truth, generate_suite  # noqa: E402
 
@@ -80,8 +81,9 @@ def baseline_torchrun(digests: list[Digest]) -> int | None:
     return min(entries)[2] if entries else None
 
 
-def baseline_first_error(digests: list[Digest], roles: dict[str, Role]) -> int | None:
-    matches, _, _ = resolve_digests(digests)
+def baseline_first_error(digests: list[Digest], rules: list[Rule]) -> int | None:
+    roles = {r.id: r.role for r in rules}
+    matches, _, _ = resolve_digests(digests, {r.id for r in rules if Tag.LAUNCHER in r.tags})
     timed = [m for m in matches if m.time_ns is not None and roles.get(m.rule_id) is not Role.CONTEXT]
     if not timed:
         return None
@@ -100,14 +102,13 @@ def evaluate(job: Path, truth: Truth, engine: Engine, rules) -> Outcome:
     coll_pred = {e.rank for e in rep.timeline if e.rank is not None and e.label in ("collateral", "independent")
                  and (rc is None or e.rank != rc.rank)}
     coll_true = set(truth.collateral_ranks)
-    roles = {r.id: r.role for r in rules}
     return Outcome(
         job=job.name, fault=truth.fault, layout=truth.layout, ranks=truth.ranks,
         truth_verdict=truth.verdict, truth_rank=truth.root_rank, truth_rule=truth.rule,
         verdict=rep.verdict.value, rank=rc.rank if rc else None, rule=rc.rule if rc else None,
         tie=bool(rc and rc.tie), coll_tp=len(coll_pred & coll_true), coll_fp=len(coll_pred - coll_true),
         coll_fn=len(coll_true - coll_pred), torchrun_rank=baseline_torchrun(digests),
-        naive_rank=baseline_first_error(digests, roles), seconds=time.perf_counter() - t0)
+        naive_rank=baseline_first_error(digests, rules), seconds=time.perf_counter() - t0)
 
 
 def baseline_right(o: Outcome, rank: int | None) -> bool:

@@ -60,14 +60,12 @@ from correlator.model import (
     StreamFacts,
     Verdict,
 )
+from correlator.model.vocabulary import Tag
 from correlator.report.safe import visible
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-#: the tag of rules whose line ends the job (a SLURM cancel or abort, srun's exited tasks, torchrun's
-#: ChildFailedError summary): after one of them, a short grace period collects late flushes, then stop
-JOB_END_TAG = "job-end"
 #: bytes before a new piece that are read again, so that its first lines have context and a time
 LOOK_BACK = 64 << 10
 #: a last line without a newline is left for the next look until it is this long
@@ -413,7 +411,7 @@ class Follower:
         self.opts = opts or pipeline.Options()
         self.rules = list(rules) if rules is not None else pipeline.load_engine_rules(self.opts)
         self.engine = Engine(self.rules, self.opts.scanner)
-        self.end_rules = frozenset(r.id for r in self.rules if JOB_END_TAG in r.tags)
+        self.end_rules = frozenset(r.id for r in self.rules if Tag.JOB_END in r.tags)
         self.xopts = ExtractOptions(tz=resolve_tz(self.opts.tz), scanner=self.opts.scanner)
         self.sources: dict[str, _Source] = {}
         #: per path, what was read before each truncation or replacement (the first and the latest kept)

@@ -47,6 +47,7 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
     """Analyse the logs at ``inputs``; raises ``RuleError``/``InputError``/``UsageError`` only."""
     from correlator.extract import engines, sources
     from correlator.report.redact import redact_report
+    from correlator.ruleset import vocabulary_diagnostics
 
     opts = opts or Options()
     started = time.perf_counter()
@@ -54,6 +55,7 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
         raise UsageError(f"unknown engine {opts.engine!r}: use one of {', '.join(engines.ENGINES)}")
     rule_list = list(rules) if rules is not None else load_engine_rules(opts)
     srcs, diags = sources.discover(list(inputs), all_files=opts.all_files)
+    diags = [*vocabulary_diagnostics(rule_list), *diags]
     if not srcs:
         problems = "; ".join(f"{d.path}: {d.message}" for d in diags if d.level != "info") or "nothing to read"
         raise InputError(f"no log could be read ({problems})", hint="pass files, folders, globs or - for stdin")

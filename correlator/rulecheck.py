@@ -31,6 +31,7 @@ from correlator.ruleset import (
     check_references,
     load_rule_file,
     rule_files,
+    vocabulary_diagnostics,
 )
 
 #: strings a runaway pattern chokes on
@@ -91,6 +92,7 @@ def load_all(dirs: Sequence[Path], include_builtin: bool = True) -> tuple[list[R
             seen[rule.id] = str(path)
             by_id[rule.id] = rule
     rules = sorted(by_id.values(), key=lambda r: r.id)
+    problems += [Problem(str(d.path), d.message, "warning") for d in vocabulary_diagnostics(rules)]
     ids = set(by_id)
     for r in rules:
         for t in r.explains:

@@ -20,6 +20,8 @@ import regex
 
 from correlator.errors import RuleError
 from correlator.model import (
+    DiagCode,
+    Diagnostic,
     Domain,
     Example,
     MatchSpec,
@@ -33,6 +35,7 @@ from correlator.model import (
     VersionNote,
     When,
 )
+from correlator.model.vocabulary import near_misses
 
 SCHEMA = 1
 #: seconds (of CPU: ``regex`` times itself with ``clock()``) a pattern may run on one short line
@@ -401,6 +404,23 @@ def _load_rules(roots: Sequence[Path]) -> list[Rule]:
     rules = list(by_id.values())
     check_references(rules)
     return sorted(rules, key=lambda r: r.id)
+
+
+#: a named group of a pattern (``(?P<name>...)`` or ``(?<name>...)``; not a lookbehind)
+_NAMED_GROUP = regex.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
+
+
+def capture_names(rule: Rule) -> list[str]:
+    """The capture names of a rule's patterns, in order of first appearance."""
+    names = [n for p in (*rule.match.any, *rule.match.all) for n in _NAMED_GROUP.findall(p)]
+    return list(dict.fromkeys(names))
+
+
+def vocabulary_diagnostics(rules: Iterable[Rule]) -> list[Diagnostic]:
+    """A warning naming the rule file for each capture name or tag one slip away from a word the
+    correlator reads (``vocabulary.near_misses``): the rule loads and runs, the name is only shown."""
+    return [Diagnostic("warning", r.path, f"{r.id}: {msg}", DiagCode.RULE_VOCABULARY)
+            for r in rules for msg in near_misses(capture_names(r), r.tags)]
 
 
 def check_references(rules: Iterable[Rule]) -> None:

@@ -18,6 +18,7 @@ import pytest
 from jobs import T0, combined_srun, py, rank_lines
 
 from correlator import follow as fl
+from correlator.model.vocabulary import Tag
 from correlator.pipeline import Options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -270,7 +271,7 @@ def test_the_job_end_is_a_tag_of_the_rules_not_a_list_of_ids(tmp_path):
 
     rules = load_rules()
     by_id = {r.id: r for r in rules}
-    tagged = {r.id for r in rules if fl.JOB_END_TAG in r.tags}
+    tagged = {r.id for r in rules if Tag.JOB_END in r.tags}
     assert {"slurm.time-limit", "launcher.child-failed-error", "slurm.task-exited"} <= tagged
     assert all(by_id[i].role.value in ("teardown", "job") for i in tagged)
     line = "slurmstepd: error: *** JOB 4242 ON gpu-a01 CANCELLED AT 2026-11-30T10:00:00 DUE TO TIME LIMIT ***\n"
@@ -278,7 +279,7 @@ def test_the_job_end_is_a_tag_of_the_rules_not_a_list_of_ids(tmp_path):
     f = fl.Follower([str(tmp_path)], Options(tz="UTC"), rules=rules)
     f.poll()
     assert f.end_seen
-    untagged = [dc_replace(r, tags=tuple(t for t in r.tags if t != fl.JOB_END_TAG)) for r in rules]
+    untagged = [dc_replace(r, tags=tuple(t for t in r.tags if t != Tag.JOB_END)) for r in rules]
     g = fl.Follower([str(tmp_path)], Options(tz="UTC"), rules=untagged)
     g.poll()
     assert not g.end_seen  # the same line, its rule without the tag: the job goes on

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from correlator.model import NS, Match, Role, Rule, StreamFacts
+from correlator.model.vocabulary import Tag
 
 #: restart lines of the node agents closer than this are one restart (every node's agent says it)
 RESTART_GAP_NS = 120 * NS
@@ -21,7 +22,7 @@ def restart_bounds(matches: Sequence[Match], rules: dict[str, Rule]) -> list[int
     """The times the workers were restarted (torchelastic's "will restart worker group"), one per
     restart however many agents said it."""
     ts = sorted(m.time_ns for m in matches if m.time_ns is not None and m.rule_id in rules
-                and "restart" in rules[m.rule_id].tags and rules[m.rule_id].role is Role.TEARDOWN)
+                and Tag.RESTART in rules[m.rule_id].tags and rules[m.rule_id].role is Role.TEARDOWN)
     out: list[int] = []
     for t in ts:
         if not out or t - out[-1] > RESTART_GAP_NS:
@@ -53,7 +54,7 @@ def split(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: dict[
         def attempt_of(m: Match) -> int:
             t = m.lo_ns if m.lo_ns is not None else m.time_ns
             assert t is not None
-            if m.rule_id in rules and "signal-sent" in rules[m.rule_id].tags:
+            if m.rule_id in rules and Tag.SIGNAL_SENT in rules[m.rule_id].tags:
                 t -= RESTART_GAP_NS
             return bisect_left(bounds, t)
 

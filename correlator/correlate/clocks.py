@@ -15,6 +15,7 @@ from statistics import median
 
 from correlator.correlate.identity import IdentityMap, resolve
 from correlator.model import NS, Anchor, DiagCode, Diagnostic, Match, TimeKind
+from correlator.model.vocabulary import Capture
 
 #: an anchor key seen on fewer domains than this says nothing about skew
 MIN_DOMAINS = 2
@@ -75,7 +76,7 @@ def estimate(points: Iterable[tuple[str, str, int]], rounds: int = 4) -> dict[st
 def seq_anchors(matches: Sequence[Match]) -> list[tuple[str, str, int]]:
     pts = []
     for m in matches:
-        seq, ran = m.capture("seq"), m.capture("ran_for_ms")
+        seq, ran = m.capture(Capture.SEQ), m.capture(Capture.RAN_FOR_MS)
         if seq and ran and ran.isdecimal() and m.time_ns is not None and m.time_kind is TimeKind.OWN:
             dom = domain_of(m.who.host, m.who.rank, m.path)
             pts.append((dom, f"seq:{seq}", m.time_ns - int(ran) * 1_000_000))

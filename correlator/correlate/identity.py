@@ -9,11 +9,12 @@ one mapping, and applying it. Only when the logs state nothing it falls back to
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import overload
 
 from correlator.model import Digest, FactSource, IdentityFact, Match, StreamFacts, Who
+from correlator.model.vocabulary import Capture
 
 
 @dataclass
@@ -75,7 +76,9 @@ def pci_bus(text: str) -> int | None:
         return None
 
 
-def build(digests: Sequence[Digest]) -> IdentityMap:
+def build(digests: Sequence[Digest], launcher_rules: Collection[str]) -> IdentityMap:
+    """The job's identity statements, joined (``launcher_rules``: the ids of the rules tagged
+    ``launcher``, whose lines a launcher prints rather than a worker)."""
     imap = IdentityMap()
     local_max = -1
     world = max((n for d in digests for f in d.identities for n in [_comm_size(f)] if n), default=None)
@@ -89,9 +92,9 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
         has_local = any(s.who.local_rank is not None and s.who.task is not None for s in d.streams) or any(
             m.who.local_rank is not None and m.who.task is not None and m.who.rank is not None for m in d.matches)
         # srun under torchrun: srun's task is a node's agent, not a rank. Said by --tee prefixes, or by
-        # the agent's own lines (launcher rules, a local_rank capture) behind a bare task prefix.
+        # the agent's own lines (a launcher's rules, a local_rank capture) behind a bare task prefix.
         agent = any(m.who.task is not None and m.who.rank is None and
-                    (m.rule_id.startswith(("launcher.", "deepspeed.launcher")) or m.capture("local_rank"))
+                    (m.rule_id in launcher_rules or m.capture(Capture.LOCAL_RANK))
                     for m in d.matches)
         if has_local or agent:
             imap.task_is_node.add(d.source.path)
@@ -141,7 +144,7 @@ def build(digests: Sequence[Digest]) -> IdentityMap:
                 imap.by_task_local.setdefault((_group_key(d.source.path), w.task, w.local_rank), w.rank)
             if w.rank is not None and w.local_rank is not None:
                 imap.local_of_rank.setdefault(w.rank, w.local_rank)
-            nr = m.capture("nranks") or m.capture("world_size")
+            nr = m.capture(Capture.NRANKS) or m.capture(Capture.WORLD_SIZE)
             if nr and nr.isdecimal():
                 imap.world_size = max(imap.world_size or 0, int(nr))
     if local_max >= 0:
@@ -220,9 +223,10 @@ def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> 
     return Who(rank, local, task, host, who.pid), inferred
 
 
-def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[StreamFacts], IdentityMap]:
+def resolve_digests(digests: Sequence[Digest], launcher_rules: Collection[str]
+                    ) -> tuple[list[Match], list[StreamFacts], IdentityMap]:
     """Every match and writer with its identity filled in from the whole job's statements."""
-    imap = build(digests)
+    imap = build(digests, launcher_rules)
     # torchelastic log dirs without any mapping: number nodes in name order
     nodes = sorted({d.source.file_node for d in digests if d.source.file_local_rank is not None and d.source.file_node},
                    key=_natural)
@@ -268,7 +272,7 @@ def resolve_digests(digests: Sequence[Digest]) -> tuple[list[Match], list[Stream
 
         for m in d.matches:
             w = who_of(m.who)
-            pci = m.capture("pci") if w.rank is None and w.host else None
+            pci = m.capture(Capture.PCI) if w.rank is None and w.host else None
             if pci:  # a kernel's Xid line: the GPU's bus id, which that node's NCCL init lines tie to a rank
                 bus = pci_bus(pci)
                 rank = imap.by_host_bus.get((short_host(w.host) or "", bus)) if bus is not None else None

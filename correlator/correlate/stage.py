@@ -29,6 +29,7 @@ from correlator.model import (
     compress_ranks,
     iso,
 )
+from correlator.model.vocabulary import Capture, Tag
 
 
 def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Sequence[Diagnostic] = (), *,
@@ -37,7 +38,7 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     """Name the root cause of the job whose sources these digests are."""
     started = started if started is not None else time.perf_counter()
     rules = {r.id: r for r in rule_list}
-    matches, streams, imap = identity.resolve_digests(digests)
+    matches, streams, imap = identity.resolve_digests(digests, {r.id for r in rule_list if Tag.LAUNCHER in r.tags})
     all_diags = list(diags)
     for d in digests:
         all_diags.extend(d.diagnostics)
@@ -156,7 +157,7 @@ def job_id_of(digests: Sequence[Digest], given: str | None) -> tuple[str, Diagno
         return given, None
     rejected: str | None = None
     candidates = [m.group(1) for d in digests for m in [re.search(r"slurm-(\d+)", d.source.path)] if m]
-    candidates += [j for d in digests for m in d.matches for j in [m.capture("job_id") or m.capture("jobid")] if j]
+    candidates += [j for d in digests for m in d.matches for j in [m.capture(Capture.JOB_ID) or m.capture(Capture.JOBID)] if j]
     for raw in candidates:
         text = re.split(r"[.+]", raw, maxsplit=1)[0]
         if PLAIN_JOB_ID.fullmatch(text) and text not in (".", ".."):

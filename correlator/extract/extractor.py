@@ -48,6 +48,7 @@ from correlator.model import (
     TimeKind,
     Who,
 )
+from correlator.model.vocabulary import Capture
 from correlator.ruleset import (
     RULE_EXCESS_BUDGET_S,
     RULE_MAX_TIMEOUTS,
@@ -344,10 +345,10 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
     if rank is None and src.file_rank is not None and prefix.task is None and prefix.local_rank is None:
         # (a [defaultN]: tag says the file multiplexes a node's workers: not one rank's file)
         rank = src.file_rank
-    cap = caps.get("rank")
-    if cap is None and caps.get("pg", "0") == "0":
+    cap = caps.get(Capture.RANK)
+    if cap is None and caps.get(Capture.PG, "0") == "0":
         # a process group's own rank ("[PG ID 3 ... Rank 6]") is the global rank only in the default group
-        cap = caps.get("pg_rank")
+        cap = caps.get(Capture.PG_RANK)
     if rank is None and cap is not None and cap.isdecimal():
         # the rank the line is about, in the rule's own words ("[Rank 5] Watchdog ...", Megatron's
         # "Rank 6: found NaN ...", a failure table's "rank : 12"): over an srun task or a [defaultN]
@@ -356,12 +357,12 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
     if rank is None and prefix.task is None and prefix.local_rank is None and src.file_local_rank is None:
         rank = rank_in_text(msg)
     local = prefix.local_rank
-    if local is None and caps.get("local_rank", "").isdecimal():
-        local = int(caps["local_rank"])
+    if local is None and caps.get(Capture.LOCAL_RANK, "").isdecimal():
+        local = int(caps[Capture.LOCAL_RANK])
     if local is None:
         local = src.file_local_rank
-    host = caps.get("host")
-    pid = int(caps["pid"]) if caps.get("pid", "").isdecimal() else None
+    host = caps.get(Capture.HOST)
+    pid = int(caps[Capture.PID]) if caps.get(Capture.PID, "").isdecimal() else None
     origin = nccl_origin(msg)
     if origin is not None:
         host = host or origin[0]
@@ -375,8 +376,8 @@ def _who(src: SourceInfo, prefix: Prefix, caps: dict[str, str], msg: str) -> Who
     if pid is None and prefix.pid is not None:
         pid = prefix.pid
     task = prefix.task
-    if task is None and caps.get("tasks", "").isdecimal():
-        task = int(caps["tasks"])  # srun's "task 2: Out Of Memory": the line is about that task
+    if task is None and caps.get(Capture.TASKS, "").isdecimal():
+        task = int(caps[Capture.TASKS])  # srun's "task 2: Out Of Memory": the line is about that task
     return Who(rank=rank, local_rank=local, task=task, host=host, pid=pid)
 
 

@@ -193,6 +193,8 @@ class DiagCode(StrEnum):
     TOO_DEEP = "too-deep"
     #: a symbolic link that leads out of the folder given was not followed
     LINK_OUTSIDE = "link-outside"
+    #: a rule's capture name or tag is one slip away from a word the correlator reads
+    RULE_VOCABULARY = "rule-vocabulary"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from correlator.model import (
     ClockRow,
     CollateralItem,
     Evidence,
+    FactSource,
     Group,
     Label,
     RankRow,
@@ -35,6 +36,7 @@ from correlator.model import (
     iso,
 )
 from correlator.model.evidence import EvidenceKind
+from correlator.model.vocabulary import Capture, Tag
 
 
 def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:
@@ -46,9 +48,10 @@ def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:
     # when the ranks report collective timeouts, a SIGABRT entry is the NCCL watchdog aborting its
     # process: a consequence like the timeouts, not a failure of its own
     timeouts = any(e.rule.role is Role.COLLATERAL for e in out.events)
-    entries = [f for f in facts if f.source == "failure-table" and f.who.rank is not None
+    entries = [f for f in facts if f.source == FactSource.FAILURE_TABLE and f.who.rank is not None
                and f.exitcode not in (None, -15, -2, -1) and not (timeouts and f.exitcode == -6)]
-    rule = rules.get("launcher.worker-failed-exitcode")
+    # the rule that says what a failing table entry means (torchrun's "failed (exitcode: 1)")
+    rule = next((r for r in rules.values() if Tag.FAILURE_TABLE in r.tags), None)
     if not entries or rule is None:
         return
     entries.sort(key=lambda f: (f.time_ns is None, f.time_ns or 0))
@@ -62,7 +65,7 @@ def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:
            "its own error output is not in the logs (redirected, or lost): look at the worker's log or its "
            "error_file for the cause")
     conf = policy.CONF_TABLE_APART if gap and gap >= 2 else policy.CONF_TABLE_CLOSE
-    lines = [e for e in out.events if e.rank == first.who.rank and "exitcode" in " ".join(k for k, _ in e.m.captures)]
+    lines = [e for e in out.events if e.rank == first.who.rank and e.m.capture(Capture.EXITCODE) is not None]
     evidence = tuple(Evidence(e.m.path, e.m.line, e.m.text) for e in lines[:2]) or (
         Evidence(first.origin_path, 0, f"rank {first.who.rank} exitcode {first.exitcode}"),)
     tie = tuple(r for r in others if gap is not None and gap < 1) if gap is not None else tuple(others[:8])
@@ -108,7 +111,7 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
             title=es[0].rule.title))
     seq_of: dict[tuple[str, str], set[str]] = defaultdict(set)
     for e in out.events:
-        sq = e.m.capture("seq")
+        sq = e.m.capture(Capture.SEQ)
         if sq:
             seq_of[(e.rule.id, e.label.value)].add(sq)
     order = {"root": 0, "independent": 1, "collateral": 2, "teardown": 3, "job": 4, "context": 5}

@@ -15,13 +15,9 @@ from dataclasses import dataclass, replace
 
 from correlator.correlate.attribution import policy
 from correlator.correlate.attribution.events import Ev
-from correlator.correlate.attribution.lifecycle import WORKER_EXIT_TAG
 from correlator.model import Role, TimeKind, Who
+from correlator.model.vocabulary import Capture, Tag, signal_of_tag
 
-#: rule tags the causal step reads
-PEER_TRANSPORT_TAG = "peer-transport"
-SIGNAL_EXIT_TAG = "signal-exit"
-SIGNAL_SENT_TAG = "signal-sent"
 #: the categories of the communication stack, whose errors NCCL and c10d answer with an abort
 _COMM_CATEGORIES = frozenset({"nccl", "network"})
 #: signals a peer's network error cannot cause (SIGABRT can: NCCL's and c10d's aborts)
@@ -32,8 +28,8 @@ def signalled(evs: Sequence[Ev]) -> dict[tuple, list[int | None]]:
     """(host | task | path, pid) -> times a launcher said it sent that process a signal."""
     out: dict[tuple, list[int | None]] = defaultdict(list)
     for ev in evs:
-        if SIGNAL_SENT_TAG in ev.rule.tags:
-            pid = ev.m.capture("pid")
+        if Tag.SIGNAL_SENT in ev.rule.tags:
+            pid = ev.m.capture(Capture.PID)
             if pid is not None:
                 for key in ((ev.m.who.host, pid), (ev.m.who.task, pid), (ev.m.path, pid)):
                     out[key].append(ev.t)
@@ -44,11 +40,11 @@ def is_candidate(ev: Ev, sent: dict[tuple, list[int | None]]) -> bool:
     """A primary failure that can start a cascade: not a signal death its launcher caused."""
     if ev.rule.role is not Role.PRIMARY:
         return False
-    if SIGNAL_EXIT_TAG in ev.rule.tags:
+    if Tag.SIGNAL_EXIT in ev.rule.tags:
         # SIGTERM/SIGINT/SIGHUP are how launchers and schedulers stop workers: a consequence
-        if ev.m.capture("exitcode") in policy.STOPPED_EXIT_CODES or signal_of(ev) in policy.STOPPING_SIGNALS:
+        if ev.m.capture(Capture.EXITCODE) in policy.STOPPED_EXIT_CODES or signal_of(ev) in policy.STOPPING_SIGNALS:
             return False
-        pid = ev.m.capture("pid")
+        pid = ev.m.capture(Capture.PID)
         if pid is not None:
             for key in ((ev.m.who.host, pid), (ev.m.who.task, pid), (ev.m.path, pid)):
                 times = sent.get(key)
@@ -100,7 +96,7 @@ def _is_death(e: Ev) -> bool:
     sig = signal_of(e)
     if sig is not None:
         return sig in _DEATHS
-    return "native-crash" in e.rule.tags
+    return Tag.NATIVE_CRASH in e.rule.tags
 
 
 def _span(e: Ev) -> tuple[int, int]:
@@ -123,7 +119,7 @@ def explained_by_peer_death(c: Ev, deaths: Sequence[Ev]) -> Ev | None:
     on one rank within ``PEER_DEATH_NS`` of another rank's death, either side (a death is often told
     seconds after it happened), is what that death looks like from the other end of the wire. An
     error line without a stamp of its own may lie anywhere between its neighbours' stamps."""
-    if PEER_TRANSPORT_TAG not in c.rule.tags or c.t is None:
+    if Tag.PEER_TRANSPORT not in c.rule.tags or c.t is None:
         return None
     c_lo, c_hi = _span(c)
     for d in deaths:
@@ -148,7 +144,7 @@ def explained_by_own_watchdog(c: Ev, collateral_by_rank: dict[int, list[Ev]],
     # a collective timeout anywhere before it: the watchdog aborts every process whose collective
     # timed out
     own = collateral_by_rank.get(c.rank, []) if c.rank is not None else []
-    timeouts = [e for es in collateral_by_rank.values() for e in es if "timeout" in e.rule.tags]
+    timeouts = [e for es in collateral_by_rank.values() for e in es if Tag.TIMEOUT in e.rule.tags]
     for e in [*own, *timeouts, *comm_failures]:
         if e.t is None or c.t is None or e.t <= c.t + (c.unc or 0) + policy.SIGNAL_SENT_SLACK_NS:
             return e
@@ -188,7 +184,7 @@ def explanations(cands: Sequence[Ev], all_evs: Sequence[Ev]) -> dict[int, tuple[
         if own is not None:
             out[id(c)] = (own, f"the process aborted by its communication library after {own.rule.id}")
             continue
-        d = explained_by_peer_death(c, [x for x in deaths if id(x) not in out]) if PEER_TRANSPORT_TAG in c.rule.tags else None
+        d = explained_by_peer_death(c, [x for x in deaths if id(x) not in out]) if Tag.PEER_TRANSPORT in c.rule.tags else None
         if d is not None:
             out[id(c)] = (d, f"a transport error right after {_who(d)} died ({d.rule.id})")
             continue
@@ -221,17 +217,18 @@ _SIGNALS = {"11": "SEGV", "7": "BUS", "6": "ABRT", "9": "KILL", "8": "FPE", "4":
 def signal_of(e: Ev) -> str | None:
     """The signal a death was (``SEGV``, ``BUS``, ...), from the line's captures (a negative exit code,
     a signal number or name) or its rule's ``signal:NAME`` tag; None when the event names none."""
-    for cap in ("signal", "signame", "exitcode"):
-        v = e.m.capture(cap)
-        if v:
-            v = v.strip().upper().lstrip("-")
+    for cap in (Capture.SIGNAL, Capture.SIGNAME, Capture.EXITCODE):
+        raw = e.m.capture(cap)
+        if raw:
+            v = raw.strip().upper().lstrip("-")
             v = v[3:] if v.startswith("SIG") else v
             name = _SIGNALS.get(v, v if v.isalpha() else None)
-            if name and (cap != "exitcode" or e.m.capture("exitcode", ).startswith("-")):  # type: ignore[union-attr]
+            if name and (cap is not Capture.EXITCODE or raw.startswith("-")):
                 return name
     for t in e.rule.tags:
-        if t.startswith("signal:"):
-            return t.split(":", 1)[1]
+        sig = signal_of_tag(t)
+        if sig is not None:
+            return sig
     return None
 
 
@@ -287,10 +284,10 @@ def _one_instant(evs: Sequence[Ev]) -> bool:
 def launcher_named_worker(r: Ev, evs: Sequence[Ev]) -> Who | None:
     """For a root line that names no rank (a kernel assertion, a bare traceback): the worker that
     the launcher, in the same log, reports as the only one that failed on its own; else None."""
-    exits = [e for e in evs if e.m.path == r.m.path and WORKER_EXIT_TAG in e.rule.tags
-             and (e.m.capture("exitcode") or "") not in policy.STOPPED_EXIT_CODES]
+    exits = [e for e in evs if e.m.path == r.m.path and Tag.WORKER_EXIT in e.rule.tags
+             and (e.m.capture(Capture.EXITCODE) or "") not in policy.STOPPED_EXIT_CODES]
     if r.m.who.pid is not None:  # the root line names its process (an NCCL WARN's host:pid:tid)
-        exits = [e for e in exits if (e.m.capture("pid") or str(r.m.who.pid)) == str(r.m.who.pid)]
+        exits = [e for e in exits if (e.m.capture(Capture.PID) or str(r.m.who.pid)) == str(r.m.who.pid)]
     workers = {(e.m.who.rank, e.m.who.local_rank) for e in exits if (e.m.who.rank, e.m.who.local_rank) != (None, None)}
     if len(workers) != 1:
         return None
@@ -310,9 +307,9 @@ def mismatch_culprit(evs: Sequence[Ev]) -> tuple[int, int] | None:
     it. Returns (rank, number of reports) or None."""
     pairs = []
     for e in evs:
-        if "mismatch" not in e.rule.tags:
+        if Tag.MISMATCH not in e.rule.tags:
             continue
-        pair = {int(x) for x in (e.m.capture("first_rank"), e.m.capture("second_rank")) if x and x.isdecimal()}
+        pair = {int(x) for x in (e.m.capture(Capture.FIRST_RANK), e.m.capture(Capture.SECOND_RANK)) if x and x.isdecimal()}
         if len(pair) == 2:
             pairs.append(frozenset(pair))
     distinct = set(pairs)
@@ -331,10 +328,10 @@ def node_kill(evs: Sequence[Ev], ranks_of_host: dict[str, set[int]]) -> Wave | N
     from correlator.model import expand_ranks
 
     for e in evs:
-        tasks = e.m.capture("tasks")
+        tasks = e.m.capture(Capture.TASKS)
         host = e.m.who.host
         sig = signal_of(e)
-        if WORKER_EXIT_TAG not in e.rule.tags or e.rank is not None or not tasks or not host or sig not in _DEATHS:
+        if Tag.WORKER_EXIT not in e.rule.tags or e.rank is not None or not tasks or not host or sig not in _DEATHS:
             continue
         try:
             named = set(expand_ranks(tasks.strip("[]")))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from correlator.correlate.attribution import policy
 from correlator.correlate.clocks import ClockEstimate, domain_of
 from correlator.model import Label, Match, Rule, TimeKind, expand_ranks
+from correlator.model.vocabulary import Capture
 
 
 @dataclass
@@ -93,7 +94,7 @@ def who_text(ev: Ev) -> str:
 def exit_names(e: Ev) -> set[int]:
     """The tasks a launcher's line for several workers names (srun's ``tasks 1,6-7: Exited with exit
     code 1``), for a line with no rank of its own; empty otherwise."""
-    tasks = e.m.capture("tasks") if e.rank is None else None
+    tasks = e.m.capture(Capture.TASKS) if e.rank is None else None
     if not tasks:
         return set()
     try:

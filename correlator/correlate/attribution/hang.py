@@ -21,6 +21,7 @@ from correlator.correlate.attribution.lifecycle import Life
 from correlator.model import NS, Role, StreamFacts, TimeKind
 from correlator.model.evidence import Clue
 from correlator.model.evidence import EvidenceKind as K
+from correlator.model.vocabulary import Capture, Tag
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,9 @@ _DEFAULT_GROUPS = (None, "0")
 def stuck_collective(evs: Sequence[Ev]) -> Stuck:
     by_pg: dict[str | None, list[Ev]] = defaultdict(list)
     for ev in evs:
-        seq = ev.m.capture("seq")
+        seq = ev.m.capture(Capture.SEQ)
         if ev.rank is not None and seq and seq.isdecimal() and ev.rule.role is Role.COLLATERAL:
-            by_pg[ev.m.capture("pg")].append(ev)
+            by_pg[ev.m.capture(Capture.PG)].append(ev)
     by_rule: Counter[str] = Counter()
     pg: str | None = None
     first_seq: dict[int, int] = {}
@@ -65,23 +66,23 @@ def stuck_collective(evs: Sequence[Ev]) -> Stuck:
         # which its rank reported the same SeqNum, or the only named group there is
         named = {k: v for k, v in by_pg.items() if k is not None}
         if named and None in by_pg:
-            seen = {(e.rank, e.m.capture("seq")): k for k, v in named.items() for e in v}
+            seen = {(e.rank, e.m.capture(Capture.SEQ)): k for k, v in named.items() for e in v}
             for e in by_pg[None]:
-                k = seen.get((e.rank, e.m.capture("seq")))
+                k = seen.get((e.rank, e.m.capture(Capture.SEQ)))
                 if k is None and len(named) == 1:
                     k = next(iter(named))
                 if k is not None:
                     named[k].append(e)
         pg, group = min((named or by_pg).items(), key=first_time)
         for ev in sorted(group, key=Ev.sort_key):
-            first_seq.setdefault(ev.rank, int(ev.m.capture("seq")))  # type: ignore[arg-type]
+            first_seq.setdefault(ev.rank, int(ev.m.capture(Capture.SEQ)))  # type: ignore[arg-type]
             by_rule[ev.rule.id] += 1
     else:
-        by_rule.update(ev.rule.id for ev in evs if ev.rule.role is Role.COLLATERAL and "timeout" in ev.rule.tags)
+        by_rule.update(ev.rule.id for ev in evs if ev.rule.role is Role.COLLATERAL and Tag.TIMEOUT in ev.rule.tags)
     major, n_major = Counter(first_seq.values()).most_common(1)[0] if first_seq else (None, 0)
     members = None
     if pg not in _DEFAULT_GROUPS:
-        members = frozenset(e.rank for e in evs if e.rank is not None and e.m.capture("pg") == pg)
+        members = frozenset(e.rank for e in evs if e.rank is not None and e.m.capture(Capture.PG) == pg)
     pgs = frozenset({pg} if pg is not None else ())
     return Stuck(first_seq, major, n_major, pgs, by_rule.most_common(1)[0][0] if by_rule else None, pg, members)
 
@@ -98,9 +99,9 @@ def desync(evs: Sequence[Ev]) -> Desync:
     finished: set[int] = set()
     never: set[int] = set()
     for ev in evs:
-        joined |= rank_list(ev.m.capture("joined_ranks"))
-        finished |= rank_list(ev.m.capture("finished_ranks"))
-        never |= rank_list(ev.m.capture("missing_ranks"))
+        joined |= rank_list(ev.m.capture(Capture.JOINED_RANKS))
+        finished |= rank_list(ev.m.capture(Capture.FINISHED_RANKS))
+        never |= rank_list(ev.m.capture(Capture.MISSING_RANKS))
     return Desync(frozenset(joined), frozenset(finished), frozenset(never))
 
 
@@ -124,7 +125,7 @@ def stall_report(evs: Sequence[Ev]) -> list[Clue]:
     """Horovod's stall inspector: the ranks that have not submitted the tensor the others wait for."""
     stalled: Counter[int] = Counter()
     for ev in evs:
-        for r in rank_list(ev.m.capture("stalled_ranks")):
+        for r in rank_list(ev.m.capture(Capture.STALLED_RANKS)):
             stalled[r] += 1
     return [Clue(K.STALL_REPORT, r, "Horovod's stall report lists it among the ranks that never submitted the "
                                     "tensor the others wait for") for r in sorted(stalled)]
@@ -141,7 +142,7 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
         # a rank that failed in the stuck collective in other words (gloo's "Connection closed by
         # peer" once a neighbour's timeout closed the pair) was in it too
         tos = [e for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL
-               and e.rule.id == s.rule and "timeout" in e.rule.tags]
+               and e.rule.id == s.rule and Tag.TIMEOUT in e.rule.tags]
         timed = {e.rank for e in tos if e.rank is not None}
         ts = [e.t for e in tos if e.t is not None]
         # (a peer error long after the timeouts is a rank waking up to find its peers gone: it was not
@@ -150,7 +151,7 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
         # (nor is one that comes, in the launcher's stream, after the launcher reported a timed-out
         # peer's exit: its own line for that rank, or srun's one line for several, "tasks 1,6-7:
         # Exited", whose tasks are ranks when it runs one task per rank)
-        exits = [e for e in evs if "worker-exit" in e.rule.tags and (e.rank in timed or exit_names(e) & timed)]
+        exits = [e for e in evs if Tag.WORKER_EXIT in e.rule.tags and (e.rank in timed or exit_names(e) & timed)]
 
         def after_exits(e: Ev) -> bool:
             return any(x.m.path == e.m.path and x.m.offset < e.m.offset for x in exits)
@@ -169,7 +170,7 @@ def missing_from_collective(evs: Sequence[Ev], s: Stuck, known: set[int], d: Des
     if s.members is not None and not missing:
         # a silent culprit never names the group it belongs to: then the ranks that report no timeout
         # in any group are the ones absent
-        anywhere = {e.rank for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL and e.m.capture("seq")}
+        anywhere = {e.rank for e in evs if e.rank is not None and e.rule.role is Role.COLLATERAL and e.m.capture(Capture.SEQ)}
         group, where = known, " (in any process group)"
         missing = sorted(known - anywhere - d.joined)
         reporters = anywhere
@@ -199,9 +200,9 @@ def other_operation(evs: Sequence[Ev]) -> list[Clue]:
     another operation there, or the same one on another number of elements, took another code path."""
     ops: dict[tuple[str | None, str], dict[tuple[str, str | None], set[int]]] = defaultdict(lambda: defaultdict(set))
     for ev in evs:
-        op, sq = ev.m.capture("op"), ev.m.capture("seq")
+        op, sq = ev.m.capture(Capture.OP), ev.m.capture(Capture.SEQ)
         if ev.rank is not None and op and sq and ev.rule.role is Role.COLLATERAL:
-            ops[(ev.m.capture("pg"), sq)][(op, ev.m.capture("numel_in"))].add(ev.rank)
+            ops[(ev.m.capture(Capture.PG), sq)][(op, ev.m.capture(Capture.NUMEL_IN))].add(ev.rank)
     out: list[Clue] = []
     for (_pg, sq), by_kind in ops.items():
         if len({op for op, _ in by_kind}) < 2 and len({n for _, n in by_kind if n is not None}) < 2:
@@ -228,7 +229,7 @@ def other_group(evs: Sequence[Ev]) -> list[Clue]:
     they took another code path, like another operation at the same SeqNum."""
     first: dict[int, tuple[str | None, str]] = {}
     for ev in sorted(evs, key=Ev.sort_key):
-        seq, pg = ev.m.capture("seq"), ev.m.capture("pg")
+        seq, pg = ev.m.capture(Capture.SEQ), ev.m.capture(Capture.PG)
         if ev.rank is not None and seq and pg is not None and ev.rule.role is Role.COLLATERAL and ev.rank not in first:
             first[ev.rank] = (pg, seq)
     groups = {pg for pg, _ in first.values()}
@@ -251,7 +252,7 @@ def work_counters(evs: Sequence[Ev], s: Stuck, d: Desync) -> list[Clue]:
         return []
     out: dict[int, Clue] = {}
     for ev in evs:
-        le, pg = ev.m.capture("last_enqueued"), ev.m.capture("pg")
+        le, pg = ev.m.capture(Capture.LAST_ENQUEUED), ev.m.capture(Capture.PG)
         if ev.rank is None or not le or not le.isdecimal() or ev.rank in d.joined or ev.rank in out:
             continue
         if pg != s.pg:
@@ -294,7 +295,7 @@ def _last_output(evs: Sequence[Ev], streams: Sequence[StreamFacts]) -> dict[int,
 
 
 def _timeout_ns(evs: Sequence[Ev]) -> int | None:
-    timeouts = [int(x) for e in evs for x in [e.m.capture("timeout_ms")] if x and x.isdecimal()]
+    timeouts = [int(x) for e in evs for x in [e.m.capture(Capture.TIMEOUT_MS)] if x and x.isdecimal()]
     return int(median(timeouts)) * 1_000_000 if timeouts else None
 
 
@@ -337,7 +338,7 @@ def dump_pointer(evs: Sequence[Ev]) -> list[Clue]:
     """The dump-signal pointer names the rank that first detected the timeout (weak: a victim too)."""
     pointed: Counter[int] = Counter()
     for ev in evs:
-        sr = ev.m.capture("suspect_rank")
+        sr = ev.m.capture(Capture.SUSPECT_RANK)
         if sr and sr.isdecimal():
             pointed[int(sr)] += 1
     if not pointed:

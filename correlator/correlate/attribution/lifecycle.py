@@ -28,10 +28,7 @@ from correlator.model import (
     TimeKind,
     iso,
 )
-
-#: rule tags the lifecycle reads
-COMPLETION_TAG = "completion"
-WORKER_EXIT_TAG = "worker-exit"
+from correlator.model.vocabulary import Capture, Tag
 
 
 def writer_key(ev_or_stream_path: str, who) -> tuple:
@@ -97,18 +94,18 @@ def build(evs: Sequence[Ev], streams: Sequence[StreamFacts], facts: Sequence[Ide
             life.last_out[s.path] = (s.last_offset, s.last_ns)
     for e in evs:
         k = e.rank if e.rank is not None else writer_key(e.m.path, e.m.who)
-        if COMPLETION_TAG in e.rule.tags:
+        if Tag.COMPLETION in e.rule.tags:
             lives[k].completions.append(e)
-        elif WORKER_EXIT_TAG in e.rule.tags and e.rank is not None and \
-                (e.m.capture("exitcode") or "") not in policy.STOPPED_EXIT_CODES and e.m.capture("exitcode") != "0":
+        elif Tag.WORKER_EXIT in e.rule.tags and e.rank is not None and \
+                (e.m.capture(Capture.EXITCODE) or "") not in policy.STOPPED_EXIT_CODES and e.m.capture(Capture.EXITCODE) != "0":
             lives[e.rank].exit_failed = True
             lives[e.rank].exit_reports.append(e)
     for f in facts:
         if f.source is FactSource.FAILURE_TABLE and f.who.rank is not None and f.exitcode not in (None, 0, -15, -2, -1):
             lives[f.who.rank].exit_failed = True
-    ok_hosts = {e.m.who.host for e in evs if COMPLETION_TAG in e.rule.tags and e.rank is None
+    ok_hosts = {e.m.who.host for e in evs if Tag.COMPLETION in e.rule.tags and e.rank is None
                 and e.m.who.task is None and (until_ns is None or e.t is None or e.t <= until_ns)
-                and "torchelastic" in e.rule.tags}
+                and Tag.TORCHELASTIC in e.rule.tags}
     if ok_hosts:
         ranks = {k for k in lives if isinstance(k, int)} | {e.rank for e in evs if e.rank is not None}
         host_of = {r: h for h, rs in (ranks_of_host or {}).items() for r in rs}
@@ -227,8 +224,8 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
     for e in evs:
         # (a collateral failure counts too: a rank whose output ends with a peer's error did not end
         # with the caught error before it)
-        if e.rule.role in (Role.PRIMARY, Role.COLLATERAL) and WORKER_EXIT_TAG not in e.rule.tags \
-                and "signal-exit" not in e.rule.tags:
+        if e.rule.role in (Role.PRIMARY, Role.COLLATERAL) and Tag.WORKER_EXIT not in e.rule.tags \
+                and Tag.SIGNAL_EXIT not in e.rule.tags:
             k = _key(e)
             cur = last_failure.get(k)
             if cur is None or (e.m.path == cur.m.path and e.m.offset > cur.m.offset) or (
@@ -236,7 +233,7 @@ def survived(evs: Sequence[Ev], lives: dict[object, Life]) -> dict[int, str]:
                 last_failure[k] = e
     out: dict[int, str] = {}
     for e in evs:
-        if e.rule.role is not Role.PRIMARY or WORKER_EXIT_TAG in e.rule.tags or "signal-exit" in e.rule.tags:
+        if e.rule.role is not Role.PRIMARY or Tag.WORKER_EXIT in e.rule.tags or Tag.SIGNAL_EXIT in e.rule.tags:
             continue
         k = _key(e)
         life = lives.get(k)
@@ -279,7 +276,7 @@ def transient(evs: Sequence[Ev], lives: dict[object, Life]) -> set[int]:
     timeout retried): ``id(ev)`` of each. They tell of a wait that passed, not of how the job ended."""
     out: set[int] = set()
     for e in evs:
-        if e.rule.role is not Role.COLLATERAL or WORKER_EXIT_TAG in e.rule.tags:
+        if e.rule.role is not Role.COLLATERAL or Tag.WORKER_EXIT in e.rule.tags:
             continue
         life = lives.get(_key(e))
         if life is not None and (_went_on_by_position(e, life) or _completed_after(e, life)):
@@ -293,7 +290,7 @@ def caught_in_a_quiet_job(cands: Sequence[Ev], evs: Sequence[Ev], lives: dict[ob
     ``SURVIVED_QUIET_NS`` (a retried read in the last minute, an evaluation that skipped a batch):
     ``id(ev)`` -> the note; else nothing."""
     if not cands or any(e.rule.role in (Role.TEARDOWN, Role.JOB) for e in evs) or any(
-            e.rule.role is Role.COLLATERAL and "timeout" in e.rule.tags for e in evs):
+            e.rule.role is Role.COLLATERAL and Tag.TIMEOUT in e.rule.tags for e in evs):
         return {}
     went = {id(c): went_on_writing(c, lives.get(_key(c)), policy.SURVIVED_QUIET_NS) for c in cands}
     if not all(went.values()):

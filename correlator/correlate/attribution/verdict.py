@@ -35,15 +35,12 @@ from correlator.model import (
 )
 from correlator.model.evidence import Clue
 from correlator.model.evidence import EvidenceKind as K
-
-#: a rule whose line is printed by the processes that were present about one that never came (a
-#: rendezvous timeout): its printer is not the culprit
-ABSENT_PEER_TAG = "absent-peer"
+from correlator.model.vocabulary import Capture, Tag
 
 #: collateral with one of these tags, after a normal end, can be shutdown chatter (a communicator
 #: closed, the store's server went away first); a peer's connection lost mid-collective (``peer-loss``
 #: alone: gloo's "Connection closed by peer" raised in a training step) is not
-_SHUTDOWN_TAGS = frozenset({"shutdown", "store"})
+_SHUTDOWN_TAGS = frozenset({Tag.SHUTDOWN, Tag.STORE})
 
 
 @dataclass
@@ -146,10 +143,10 @@ def _job_first(job: Ev, root_ev: Ev) -> bool:
 def _single_worker_rank(root_ev: Ev, w: _Work, single_node: bool) -> tuple[Ev, str | None]:
     """A launcher that reports a dead worker without naming it (DeepSpeed's sigkill_handler) but
     lists every worker it has as it kills them: with one worker listed, it was local rank 0."""
-    if not (root_ev.rank is None and single_node and causal.SIGNAL_EXIT_TAG in root_ev.rule.tags
-            and root_ev.m.who.local_rank is None and root_ev.m.capture("pid") is None):
+    if not (root_ev.rank is None and single_node and Tag.SIGNAL_EXIT in root_ev.rule.tags
+            and root_ev.m.who.local_rank is None and root_ev.m.capture(Capture.PID) is None):
         return root_ev, None
-    listed = {e.m.capture("pid") for e in w.evs if causal.SIGNAL_SENT_TAG in e.rule.tags and e.m.path == root_ev.m.path
+    listed = {e.m.capture(Capture.PID) for e in w.evs if Tag.SIGNAL_SENT in e.rule.tags and e.m.path == root_ev.m.path
               and e.t is not None and root_ev.t is not None and abs(e.t - root_ev.t) <= policy.LISTED_WORKERS_NS}
     if len(listed) != 1:
         return root_ev, None
@@ -185,13 +182,13 @@ def _ranked_twin(root_ev: Ev, per_rank: dict[object, Ev]) -> Ev:
 
 def _odd_one_out(root_ev: Ev, per_rank: dict[object, Ev], w: _Work) -> Ev:
     """In a collective mismatch the root is the odd rank out, not the first rank to report it."""
-    if "mismatch" not in root_ev.rule.tags:
+    if Tag.MISMATCH not in root_ev.rule.tags:
         return root_ev
     odd = causal.mismatch_culprit(w.evs)
     if odd is None or odd[0] == root_ev.rank:
         return root_ev
     own = per_rank.get(odd[0])
-    if own is not None and "mismatch" in own.rule.tags:
+    if own is not None and Tag.MISMATCH in own.rule.tags:
         return own
     m = replace(root_ev.m, who=Who(rank=odd[0]))
     return Ev(m, root_ev.rule, root_ev.t, root_ev.lo, root_ev.hi, root_ev.unc, root_ev.domain, skew=root_ev.skew)
@@ -215,7 +212,7 @@ def _break_tie(r: Ev, tie: list[Ev], per_rank: dict[object, Ev], w: _Work) -> tu
     """Lines that point at a rank (a checkpoint exception relaying rank N's error to every rank, a
     peer naming who went away) break a tie between ranks that printed the same thing."""
     members = {e.rank: e for e in [r, *tie] if e.rank is not None}
-    votes = Counter(int(x) for e in w.evs for x in [e.m.capture("suspect_rank")]
+    votes = Counter(int(x) for e in w.evs for x in [e.m.capture(Capture.SUSPECT_RANK)]
                     if x and x.isdecimal() and int(x) in members)
     if not votes:
         return r, tie
@@ -233,7 +230,7 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
     confidence with every reason that lowers it."""
     r = root_ev
     rest = [e for e in sorted(per_rank.values(), key=Ev.sort_key) if e is not r and not causal.same_failure(e, r)]
-    odd = causal.mismatch_culprit(w.evs) if "mismatch" in r.rule.tags else None
+    odd = causal.mismatch_culprit(w.evs) if Tag.MISMATCH in r.rule.tags else None
     is_odd = odd is not None and odd[0] == r.rank
     tie = [] if is_odd else _ties(r, rest)
     tie += [g for g in rivals if g.rank != r.rank and all(g.rank != c.rank for c in tie)]
@@ -248,17 +245,17 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
         w.why.append(f"its lines name no rank; the launcher's only report in the same log of a worker that "
                      f"failed on its own names {who_text(r)}: taken as the one that printed them")
     decided = K.PRIMARY
-    if causal.SIGNAL_EXIT_TAG in r.rule.tags:
+    if Tag.SIGNAL_EXIT in r.rule.tags:
         decided = K.SIGNAL_EXIT
-        code = r.m.capture("exitcode")
-        how = f"exit code {code}" if code else f"signal {r.m.capture('signal') or 9}, {r.m.capture('signame') or 'Killed'}"
+        code = r.m.capture(Capture.EXITCODE)
+        how = f"exit code {code}" if code else f"signal {r.m.capture(Capture.SIGNAL) or 9}, {r.m.capture(Capture.SIGNAME) or 'Killed'}"
         w.why.append(f"{who_text(r)} died by a signal ({how}) that its launcher did not send")
     elif is_odd:
         w.why.append(f"{who_text(r)} is the odd rank out of a collective mismatch: {r.rule.title}")
     else:
         specific = "primary " if r.rule.priority >= policy.GENERIC_PRIORITY else ""
         w.why.append(f"{who_text(r)} has the earliest {specific}failure: {r.rule.title}")
-    if ABSENT_PEER_TAG in r.rule.tags:
+    if Tag.ABSENT_PEER in r.rule.tags:
         w.why.append(f"{who_text(r)} only reports it: the line is printed by the processes that were there, and "
                      f"the cause is one that never came (its log names none: compare the allocation with the "
                      f"hosts that logged)")
@@ -287,10 +284,10 @@ def _primary_root(root_ev: Ev, per_rank: dict[object, Ev], w: _Work, generic_lea
         confidence = min(confidence, policy.CONF_ODD_ONE_OUT)
         w.why.append(f"{odd[1]} mismatch reports compare pairs of ranks, and rank {r.rank} is in every pair: the "
                      f"odd rank out, whoever reported it")
-    elif "mismatch" in r.rule.tags:
+    elif Tag.MISMATCH in r.rule.tags:
         # a cross-rank check reports on a pair; the reporter is not necessarily the rank that diverged
-        pair = [x for x in (r.m.capture("first_rank"), r.m.capture("second_rank")) if x]
-        other = next((x for x in pair if not (x.isdecimal() and int(x) == r.rank)), None) or r.m.capture("peer")
+        pair = [x for x in (r.m.capture(Capture.FIRST_RANK), r.m.capture(Capture.SECOND_RANK)) if x]
+        other = next((x for x in pair if not (x.isdecimal() and int(x) == r.rank)), None) or r.m.capture(Capture.PEER)
         confidence = min(confidence, policy.CONF_TIE_MAX)
         w.why.append(f"a mismatch is found by comparing ranks: {who_text(r)} reported it"
                      + (f" against {'rank ' + other if other.isdecimal() else other}" if other else "")
@@ -337,7 +334,7 @@ def _normal_end(w: _Work, known: set[int], streams: Sequence[StreamFacts]) -> st
     collateral = [e for e in w.evs if e.rule.role is Role.COLLATERAL]
     trouble = [e for e in w.evs if e.rule.role in (Role.TEARDOWN, Role.COLLATERAL)]
     ranks = {s.who.rank for s in streams if s.who.rank is not None} or set(known)
-    agent_done = [e for e in w.evs if lifecycle.COMPLETION_TAG in e.rule.tags and e.rank is None]
+    agent_done = [e for e in w.evs if Tag.COMPLETION in e.rule.tags and e.rank is None]
     done = lifecycle.ended_normally(w.lives, ranks)
     if ranks and (done >= ranks or agent_done):
         ends = [c.t for r in done for c in w.lives[r].completions if c.t is not None] + \
@@ -351,13 +348,13 @@ def _normal_end(w: _Work, known: set[int], streams: Sequence[StreamFacts]) -> st
                     f"{', '.join(sorted({e.rule.id for e in collateral})[:4])}")
     if any(e.rule.role in (Role.TEARDOWN, Role.JOB) for e in w.evs):
         return None
-    if collateral and all(set(e.rule.tags) & _SHUTDOWN_TAGS and "timeout" not in e.rule.tags for e in collateral):
+    if collateral and all(set(e.rule.tags) & _SHUTDOWN_TAGS and Tag.TIMEOUT not in e.rule.tags for e in collateral):
         steps = {s.last_step for s in streams if s.who.rank is not None and s.last_step is not None}
         if len(steps) == 1:
             return (f"every rank stopped at step {steps.pop()}, nothing tore the job down, and the only collateral is "
                     f"shutdown chatter ({', '.join(sorted({e.rule.id for e in collateral})[:4])})")
     if ranks and (done >= ranks or agent_done) and collateral and all(
-            set(e.rule.tags) & _SHUTDOWN_TAGS and "timeout" not in e.rule.tags for e in collateral):
+            set(e.rule.tags) & _SHUTDOWN_TAGS and Tag.TIMEOUT not in e.rule.tags for e in collateral):
         return (f"every rank ended normally; the {len(collateral)} line(s) of "
                 f"{', '.join(sorted({e.rule.id for e in collateral})[:4])} are its shutdown")
     return None
@@ -425,7 +422,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             w.why.append(f"{len(passed)} collateral report(s) ({', '.join(sorted({e.rule.id for e in evs if id(e) in passed})[:3])}) "
                          f"were followed by their rank's progress: a wait that passed")
         ended = _normal_end(w, known_ranks, streams) if not cands and first_job is None else None
-        waited_first = [e for e in collateral if "timeout" in e.rule.tags and first_job is not None
+        waited_first = [e for e in collateral if Tag.TIMEOUT in e.rule.tags and first_job is not None
                         and _job_first(e, first_job)]  # a collective timed out before the job was ended
         if first_job is not None and not waited_first and (not collateral or first_job.t is None or not cands):
             verdict, root_ev, decided, confidence = Verdict.JOB_LEVEL, first_job, K.JOB, policy.CONF_JOB
@@ -444,7 +441,7 @@ def attribute(matches: Sequence[Match], streams: Sequence[StreamFacts], rules: d
             verdict = Verdict.NO_FAILURE
             w.why.append(ended or "every collateral report was followed by its rank's progress, and nothing failed")
         elif collateral and (node_wave := causal.node_kill(evs, ranks_of_host or {})) is not None and not any(
-                lifecycle.WORKER_EXIT_TAG in e.rule.tags and e.m.path == node_wave.first.m.path
+                Tag.WORKER_EXIT in e.rule.tags and e.m.path == node_wave.first.m.path
                 and e.m.offset < node_wave.first.m.offset for e in evs):  # (the first exit its launcher reports)
             verdict, root_ev, decided, confidence = Verdict.ROOT_CAUSE, node_wave.first, K.NODE_WAVE, policy.CONF_WAVE
             w.why.append(f"its launcher reports every rank of node {node_wave.host} ({compress_ranks(list(node_wave.ranks))}) "
@@ -532,7 +529,7 @@ def _root_cause(w: _Work, root_ev: Ev | None, verdict: Verdict, decided: K, conf
     job = verdict is Verdict.JOB_LEVEL  # the job ended: no rank is at fault, whichever file said so
     # a failure reported by those present about one absent (a rendezvous nobody else joined): not the
     # printing process's, so neither its rank nor its host is named
-    absent = ABSENT_PEER_TAG in rule.tags
+    absent = Tag.ABSENT_PEER in rule.tags
     return RootCause(
         rank=None if job or absent else root_rank, host=None if absent else root_ev.m.who.host,
         local_rank=None if job or wave else root_ev.m.who.local_rank,
@@ -565,7 +562,7 @@ def _hang(w: _Work, evs: Sequence[Ev], hang_evs: Sequence[Ev], collateral: Seque
         rule_id = stuck.rule or collateral[0].rule.id
         proto = next((e for e in collateral if e.rule.id == rule_id), collateral[0])
         d.root_ev = root_ev = _hang_root(culprit, evs, streams, rules[proto.rule.id], proto)
-        if lifecycle.WORKER_EXIT_TAG in root_ev.rule.tags:
+        if Tag.WORKER_EXIT in root_ev.rule.tags:
             d.decided = K.LEFT_THE_COLLECTIVE
             w.why.append(f"rank {culprit} left: its launcher reports its exit ({root_ev.rule.title}) while the "
                          f"other ranks were still in a collective with it; they only report {proto.rule.id}")
@@ -596,10 +593,10 @@ def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], 
     exited 1 or was killed while the others waited, and printed nothing of the hang itself), else its
     own last trace if it printed one, else
     its last output (time) with a peer's timeout line as the evidence of what it never joined."""
-    exits = [e for e in evs if e.rank == culprit and lifecycle.WORKER_EXIT_TAG in e.rule.tags
-             and (e.m.capture("exitcode") or "") not in policy.STOPPED_EXIT_CODES and e.m.capture("exitcode") != "0"
+    exits = [e for e in evs if e.rank == culprit and Tag.WORKER_EXIT in e.rule.tags
+             and (e.m.capture(Capture.EXITCODE) or "") not in policy.STOPPED_EXIT_CODES and e.m.capture(Capture.EXITCODE) != "0"
              and causal.signal_of(e) not in policy.STOPPING_SIGNALS]
-    others = [e for e in evs if e.rank != culprit and lifecycle.WORKER_EXIT_TAG in e.rule.tags]
+    others = [e for e in evs if e.rank != culprit and Tag.WORKER_EXIT in e.rule.tags]
 
     def first_out(x: Ev) -> bool:  # reported before any other rank's exit (it left first)
         return not any((o.m.path == x.m.path and o.m.offset < x.m.offset) or
@@ -609,7 +606,7 @@ def _hang_root(culprit: int, evs: Sequence[Ev], streams: Sequence[StreamFacts], 
     if exits and not any(e.rank == culprit and e.rule.role is Role.COLLATERAL for e in evs):
         return exits[0]  # (a culprit that timed out itself, or woke to find its peers gone, is told by that)
     own = [e for e in evs if e.rank == culprit and e.rule.role in (Role.PRIMARY, Role.COLLATERAL)
-           and causal.SIGNAL_EXIT_TAG not in e.rule.tags]
+           and Tag.SIGNAL_EXIT not in e.rule.tags]
     if own:
         e = own[0]
         return Ev(e.m, rule, e.t, e.lo, e.hi, e.unc, e.domain)
