@@ -165,7 +165,7 @@ def analyze_cmd(
         if parquet.exists() and not parquet.is_dir():
             _fail(UsageError("--parquet needs a folder (a dataset), not a file", str(parquet)))
         try:
-            write_parquet(report, parquet, str(report.job.get("id", "job")))
+            write_parquet(report, parquet, report.job.id or "job")
         except CorrelateError as e:  # a bad job id, or a write that failed (it says what was kept)
             _fail(e)
         except OSError as e:

@@ -11,6 +11,7 @@ from correlator.model import (
     Diagnostic,
     Evidence,
     Group,
+    JobFacts,
     RankRow,
     RankState,
     Report,
@@ -104,7 +105,7 @@ def make_report(n_hosts: int = 2, per_host: int = 4, root_rank: int = 1, root_te
                ChainLink(stage="collateral", rule="nccl.watchdog-collective-timeout", ranks=_ranges(others),
                          count=len(others), summary="watchdog timeouts 600 s later"),
                ChainLink(stage="teardown", rule="slurm.step-cancelled", ranks="", count=1, summary="step cancelled")),
-        job={"id": job_id, "hosts": list(hosts), "ranks": n})
+        job=JobFacts(id=job_id, hosts=tuple(hosts), ranks=n))
 
 
 def empty_report(verdict: Verdict = Verdict.NO_FAILURE) -> Report:

@@ -279,7 +279,7 @@ def _in_process_outputs(tmp: Path, job: Path, redact: bool = False) -> dict[str,
     report = pipeline.analyze([str(job)], pipeline.Options(tz="UTC", workers=1, redact=redact))
     out = {fmt: render(report, fmt) for fmt in OUTPUTS[:-1]}
     where = tmp / ("pq-masked" if redact else "pq-raw")
-    write_parquet(report, where, str(report.job["id"]))
+    write_parquet(report, where, report.job.id)
     out["parquet"] = _parquet_text(where)
     return out
 

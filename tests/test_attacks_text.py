@@ -275,7 +275,7 @@ def test_a_job_id_that_cannot_name_a_partition_is_replaced_by_a_stable_hash(tmp_
 
     folder = _job_named_in_a_line(tmp_path / "job", job_line_id)
     reports = [analyze([str(folder)], Options(workers=1, tz="UTC")) for _ in range(2)]
-    ids = [r.job["id"] for r in reports]
+    ids = [r.job.id for r in reports]
     assert ids[0] == ids[1] and re.fullmatch(r"job-[0-9a-f]{12}", str(ids[0])), ids
     said = [d for d in reports[0].diagnostics if d.code is DiagCode.JOB_ID_REPLACED]
     assert len(said) == 1 and said[0].level == "warning" and str(ids[0]) in said[0].message
@@ -291,7 +291,7 @@ def test_a_plain_job_id_from_a_line_is_kept(tmp_path: Path, job_line_id: str, ex
     from correlator.pipeline import Options, analyze
 
     report = analyze([str(_job_named_in_a_line(tmp_path / "job", job_line_id))], Options(workers=1, tz="UTC"))
-    assert report.job["id"] == expected
+    assert report.job.id == expected
     assert not [d for d in report.diagnostics if d.code is DiagCode.JOB_ID_REPLACED]
 
 

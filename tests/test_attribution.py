@@ -162,9 +162,9 @@ def test_torchelastic_restarts_get_one_verdict_per_attempt(tmp_path):
     write(1, 3, f"{t1} - train - INFO - step=100\n{py(T0 + timedelta(minutes=21))} - train - ERROR - "
                 "RuntimeError: CUDA error: uncorrectable ECC error encountered\n")
     rep = analyze([str(tmp_path)], Options(tz="UTC"))
-    assert [a["attempt"] for a in rep.attempts] == [1, 0]
+    assert [a.attempt for a in rep.attempts] == [1, 0]
     assert rep.root_cause.rank == 3 and rep.root_cause.rule == "gpu-hardware.uncorrectable-ecc"
-    assert rep.attempts[1]["rank"] == 2 and rep.attempts[1]["rule"] == "cuda.out-of-memory"
+    assert rep.attempts[1].rank == 2 and rep.attempts[1].rule == "cuda.out-of-memory"
 
 
 def test_only_failure_tables_name_the_earliest_entry_across_nodes(engine):
@@ -432,12 +432,12 @@ def test_a_restart_outside_a_log_dir_splits_the_job_into_attempts(engine):
     attempt's (a failure there, or none when it trained on), and each attempt's is reported."""
     rep = run(engine, {"slurm-1.out": _restart_job(None)})
     assert rep.verdict is Verdict.NO_FAILURE
-    first = {a["attempt"]: a for a in rep.attempts}[0]
-    assert (first["verdict"], first["rank"], first["rule"]) == ("root_cause", 3, "cuda.out-of-memory")
+    first = {a.attempt: a for a in rep.attempts}[0]
+    assert (first.verdict, first.rank, first.rule) == (Verdict.ROOT_CAUSE, 3, "cuda.out-of-memory")
     rep = run(engine, {"slurm-1.out": _restart_job("OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_00200/model.pt'")})
     assert rep.verdict is Verdict.ROOT_CAUSE and rep.root_cause.rank == 1
     assert rep.root_cause.rule.startswith("storage.")
-    assert {a["attempt"]: a["rank"] for a in rep.attempts} == {0: 3, 1: 1}
+    assert {a.attempt: a.rank for a in rep.attempts} == {0: 3, 1: 1}
 
 
 def test_a_plain_exception_well_before_a_specific_failure_is_the_first(engine):

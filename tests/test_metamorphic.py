@@ -62,7 +62,7 @@ def _untransformed(case: Path) -> None:
     rc = rep.root_cause
     _BASE[case] = (rep.verdict.value, rc.rank if rc else None, rc.category if rc else None)
     rows = {r.rank for r in rep.ranks if r.rank is not None}
-    n = rep.job.get("ranks")
+    n = rep.job.ranks
     _RANKS[case] = max(len(rows), n if isinstance(n, int) else 0)
 
 

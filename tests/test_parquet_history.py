@@ -166,7 +166,7 @@ def test_history_over_real_pipeline_output_names_the_shared_root_node(tmp_path: 
     a = analyze_job(write_job(tmp_path / "a", "9001", hosts=("gpu-b07", "gpu-b08"), root_rank=1), "9001")
     b = analyze_job(write_job(tmp_path / "b", "9002", hosts=("gpu-c01", "gpu-b07"), root_rank=3, fault="oom"), "9002")
     for report in (a, b):
-        parquet.write_parquet(report, out, str(report.job["id"]))
+        parquet.write_parquet(report, out, report.job.id)
     summary = history.summarize(out)
     assert summary.jobs == 2
     assert [n.host for n in summary.repeated_roots] == ["gpu-b07"]

@@ -219,14 +219,14 @@ def test_every_string_of_a_report_is_masked_before_rendering(tmp_path):
     dirty = dataclasses.replace(
         report, root_cause=rc, timeline=tl,
         diagnostics=report.diagnostics + (Diagnostic("warning", f"/logs/{GHP}.log", f"cannot read: token {OPENAI}"),),
-        job={**report.job, "hosts": [*report.job.get("hosts", []), f"https://u:{URL_PASSWORD}@h"]})
+        job=dataclasses.replace(report.job, hosts=(*report.job.hosts, f"https://u:{URL_PASSWORD}@h")))
     clean = redact_report(dirty)
     secrets = {s for _, s in SECRETS.values()} | set(KEY_BODY)
     for fmt in RENDERERS:
         text = render(clean, fmt)
         leaked = sorted(s for s in secrets if s in text)
         assert not leaked, (fmt, leaked)
-    write_parquet(clean, tmp_path / "pq2", str(clean.job["id"]))
+    write_parquet(clean, tmp_path / "pq2", clean.job.id)
     text = _parquet_text(tmp_path / "pq2")
     assert not [s for s in secrets if s in text]
     # and redacting twice changes nothing more

@@ -16,11 +16,14 @@ from dataclasses import replace
 from correlator.correlate import accounting, attempts, attribution, clocks, identity
 from correlator.model import (
     UNDETERMINED_NOTE,
+    AttemptVerdict,
     DiagCode,
     Diagnostic,
     Digest,
     FactSource,
     IdentityFact,
+    JobFacts,
+    LauncherTableRow,
     Report,
     Rule,
     Stats,
@@ -81,27 +84,19 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     the_id, id_note = job_id_of(digests, job_id)
     if id_note is not None:
         all_diags.append(id_note)
-    job: dict[str, object] = {
-        "id": the_id,
-        "ranks": len(known),
-        "hosts": hosts,
-        "start": iso(min(times)) if times else None,
-        "end": iso(max(times)) if times else None,
-        "procs_per_node": imap.procs_per_node,
-        "attempts": split.numbers,
-    }
     tables = [f for f in facts if f.source is FactSource.FAILURE_TABLE and f.is_root_entry]
+    job = JobFacts(
+        id=the_id, ranks=len(known), hosts=tuple(hosts), start=iso(min(times)) if times else None,
+        end=iso(max(times)) if times else None, procs_per_node=imap.procs_per_node, attempts=tuple(split.numbers),
+        launcher_root_cause_tables=tuple(LauncherTableRow(f.who.host, f.who.rank, f.who.local_rank, f.exitcode,
+                                                          iso(f.time_ns)) for f in tables))
     if tables:
-        job["launcher_root_cause_tables"] = [
-            {"node": f.who.host, "rank": f.who.rank, "local_rank": f.who.local_rank, "exitcode": f.exitcode,
-             "time": iso(f.time_ns)} for f in tables]
         note = _tables_disagree(tables, out.root.rank if out.root is not None else None)
         if note and out.root is not None:
             all_diags.append(Diagnostic("info", None, note, DiagCode.TABLES_DISAGREE))
             out.root = replace(out.root, why=(*out.root.why, note))
-    attempt_rows: list[dict[str, object]] = [{"attempt": a, "verdict": o.verdict.value, "rank": o.root.rank if o.root else None,
-                     "rule": o.root.rule if o.root else None, "time": o.root.time if o.root else None}
-                    for a, o in per_attempt]
+    attempt_rows = [AttemptVerdict(a, o.verdict, o.root.rank, o.root.rule, o.root.time) if o.root is not None
+                    else AttemptVerdict(a, o.verdict) for a, o in per_attempt]
     stats = Stats(
         sources=len(digests), bytes=sum(d.bytes_read for d in digests), lines=sum(d.lines for d in digests),
         seconds=round(time.perf_counter() - started, 3), bytes_skipped=sum(d.bytes_skipped for d in digests),

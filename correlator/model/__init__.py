@@ -26,13 +26,16 @@ from correlator.model.ranks import compress_ranks, expand_ranks
 from correlator.model.report import (
     SURVIVED_NOTE_END,
     UNDETERMINED_NOTE,
+    AttemptVerdict,
     ChainLink,
     ClockRow,
     CollateralItem,
     Evidence,
     ExitCode,
     Group,
+    JobFacts,
     Label,
+    LauncherTableRow,
     RankRow,
     RankState,
     Report,
@@ -44,6 +47,7 @@ from correlator.model.report import (
     Verdict,
     field_names,
     iso,
+    omitted_when_empty,
 )
 from correlator.model.rules import (
     Domain,
@@ -64,9 +68,9 @@ from correlator.model.rules import (
 NS = 1_000_000_000
 
 __all__ = [
-    "NS", "Anchor", "DiagCode", "FactSource", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
-    "Example", "ExitCode", "Group", "IdentityFact", "Label", "Match", "MatchSpec", "Phase", "RankRow", "RankState",
+    "NS", "Anchor", "AttemptVerdict", "DiagCode", "FactSource", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
+    "Example", "ExitCode", "Group", "IdentityFact", "JobFacts", "Label", "LauncherTableRow", "Match", "MatchSpec", "Phase", "RankRow", "RankState",
     "Related", "Report", "Restart", "Role", "RootCause", "Rule", "Scope", "Severity", "SourceInfo", "Stats",
     "StreamFacts", "SURVIVED_NOTE_END", "SurvivedNote", "TornDownNote", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "Verdict", "VersionNote",
-    "When", "Who", "compress_ranks", "expand_ranks", "field_names", "iso",
+    "When", "Who", "compress_ranks", "expand_ranks", "field_names", "iso", "omitted_when_empty",
 ]

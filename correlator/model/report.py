@@ -196,6 +196,54 @@ class Stats:
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
+#: a field's metadata key: the JSON leaves the field out when its value is empty (it appears only
+#: when there is something to say, as it did when the object was a dict)
+OMIT_WHEN_EMPTY = "omit-when-empty"
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherTableRow:
+    """One node agent's "Root Cause (first observed failure)" in torchrun's failure table."""
+
+    node: str | None
+    rank: int | None
+    local_rank: int | None
+    exitcode: int | None
+    #: ISO-8601 UTC
+    time: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the logs say about the job as a whole."""
+
+    #: the job's id: given, from a SLURM file name or line, else a stable hash of the paths
+    id: str = ""
+    #: ranks known (stated or inferred); None when no stage said (a report built by hand)
+    ranks: int | None = None
+    hosts: tuple[str, ...] = ()
+    #: ISO-8601 UTC of the first and last stamp seen
+    start: str | None = None
+    end: str | None = None
+    procs_per_node: int | None = None
+    #: the torchelastic attempts seen (restarts), in order
+    attempts: tuple[int, ...] = ()
+    #: each node agent's root-cause line of torchrun's failure tables, when it printed them
+    launcher_root_cause_tables: tuple[LauncherTableRow, ...] = field(default=(), metadata={OMIT_WHEN_EMPTY: True})
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptVerdict:
+    """The verdict of one torchelastic attempt (when the workers were restarted)."""
+
+    attempt: int
+    verdict: Verdict
+    #: the root cause's rank, rule and ISO-8601 time (None when the attempt names none)
+    rank: int | None = None
+    rule: str | None = None
+    time: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Report:
     verdict: Verdict
@@ -208,14 +256,9 @@ class Report:
     diagnostics: tuple[Diagnostic, ...]
     stats: Stats
     chain: tuple[ChainLink, ...] = ()
-    #: job facts: ``id`` (str), ``ranks`` (int), ``hosts`` (list[str]), ``start``/``end`` (ISO-8601 of
-    #: the first/last stamp seen), ``procs_per_node`` (int|None), ``attempts`` (list[int]), and when
-    #: torchrun printed failure tables ``launcher_root_cause_tables`` (list of {node, rank, local_rank,
-    #: exitcode, time}: each node agent's "Root Cause (first observed failure)")
-    job: dict[str, object] = field(default_factory=dict)
-    #: one verdict per torchelastic attempt when there were restarts (last attempt first), each
-    #: {attempt: int, verdict: str, rank: int|None, rule: str|None, time: str|None}
-    attempts: tuple[dict[str, object], ...] = ()
+    job: JobFacts = field(default_factory=JobFacts)
+    #: one verdict per torchelastic attempt when there were restarts (last attempt first)
+    attempts: tuple[AttemptVerdict, ...] = ()
     schema: str = "correlate.report/1"
 
     def verdict_notes(self, *codes: DiagCode) -> list[str]:
@@ -260,3 +303,16 @@ def field_names(cls: type) -> tuple[str, ...]:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def omitted_when_empty(cls: type) -> frozenset[str]:
+    """The fields of a dataclass that its JSON leaves out when empty (``OMIT_WHEN_EMPTY``)."""
+    names = _OMITTED.get(cls)
+    if names is None:
+        import dataclasses
+
+        names = _OMITTED[cls] = frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get(OMIT_WHEN_EMPTY))
+    return names
+
+
+_OMITTED: dict[type, frozenset[str]] = {}

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from correlator.model import Group, Report, TimelineEvent, Verdict
+from correlator.model import AttemptVerdict, Group, Report, TimelineEvent, Verdict, field_names
 from correlator.report.markdown import (
     LIST_LIMIT,
     clip,
@@ -151,8 +151,8 @@ def _td(inner: str, cls: str = "") -> str:
 
 def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, lane_budget: int = LANE_BUDGET) -> str:
     """The whole page as one string."""
-    job_id = report.job.get("id", report.job.get("job_id"))
-    title = f"correlate post-mortem: job {job_id}" if job_id is not None else "correlate post-mortem"
+    job_id = report.job.id
+    title = f"correlate post-mortem: job {job_id}" if job_id else "correlate post-mortem"
     svg, root_drawn, caption = timeline_svg(report, lane_budget=lane_budget)
     parts = [
         "<!DOCTYPE html>",
@@ -347,7 +347,8 @@ def _ranks_section(report: Report) -> str:
 def _attempts_section(report: Report) -> str:
     if not report.attempts:
         return ""
-    items = "".join("<li>" + _e(", ".join(f"{k}: {v}" for k, v in a.items())) + "</li>" for a in report.attempts)
+    items = "".join("<li>" + _e(", ".join(f"{k}: {getattr(a, k)}" for k in field_names(AttemptVerdict))) + "</li>"
+                    for a in report.attempts)
     return f"<h2>Attempts (torchelastic restarts)</h2><ul>{items}</ul>"
 
 

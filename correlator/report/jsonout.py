@@ -12,7 +12,7 @@ import json
 from enum import Enum
 from typing import Any
 
-from correlator.model import Report, field_names
+from correlator.model import Report, field_names, omitted_when_empty
 from correlator.report.safe import json_safe
 
 SCHEMA = "correlate.report/1"
@@ -38,6 +38,10 @@ def _plain(value: Any) -> Any:
     if cls is list or cls is tuple:
         return [_plain(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        omit = omitted_when_empty(cls)
+        if omit:
+            return {name: _plain(v) for name in field_names(cls) for v in [getattr(value, name)]
+                    if v or name not in omit}
         return {name: _plain(getattr(value, name)) for name in field_names(cls)}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]

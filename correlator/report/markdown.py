@@ -21,12 +21,15 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from correlator.model import (
+    AttemptVerdict,
     DiagCode,
+    LauncherTableRow,
     Report,
     RootCause,
     TimelineEvent,
     Verdict,
     compress_ranks,
+    field_names,
 )
 from correlator.model.evidence import describe
 from correlator.report.safe import visible, visible_lines
@@ -205,16 +208,8 @@ def _seq_text(value: object) -> str:
 def time_span(report: Report) -> tuple[str | None, str | None]:
     """The first and last time the report knows of (job facts first, then ranks, then timeline)."""
     job = report.job
-    for lo_key, hi_key in (("start", "end"), ("first", "last"), ("first_time", "last_time")):
-        lo, hi = job.get(lo_key), job.get(hi_key)
-        if isinstance(lo, str) or isinstance(hi, str):
-            return (lo if isinstance(lo, str) else None, hi if isinstance(hi, str) else None)
-    span = job.get("span") or job.get("time_span")
-    if isinstance(span, (list, tuple)) and len(span) == 2:
-        return (str(span[0]) if span[0] else None, str(span[1]) if span[1] else None)
-    if isinstance(span, dict):
-        lo, hi = span.get("first") or span.get("start"), span.get("last") or span.get("end")
-        return (str(lo) if lo else None, str(hi) if hi else None)
+    if job.start is not None or job.end is not None:
+        return job.start, job.end
     times = [t for r in report.ranks for t in (r.first_time, r.last_time) if t]
     times += [e.time for e in report.timeline if e.time]
     if not times:
@@ -224,9 +219,8 @@ def time_span(report: Report) -> tuple[str | None, str | None]:
 
 
 def job_hosts(report: Report) -> list[str]:
-    hosts = report.job.get("hosts")
-    if isinstance(hosts, (list, tuple)):
-        return [str(h) for h in hosts]
+    if report.job.hosts:
+        return list(report.job.hosts)
     seen: dict[str, None] = {}
     for row in report.ranks:
         if row.host:
@@ -239,40 +233,18 @@ def job_hosts(report: Report) -> list[str]:
 
 def job_counts(report: Report) -> tuple[int | None, int | None]:
     """(ranks, hosts) of the job as the report states them."""
-    ranks = report.job.get("ranks")
-    n_ranks: int | None
-    if isinstance(ranks, bool):
-        n_ranks = None
-    elif isinstance(ranks, int):
-        n_ranks = ranks
-    elif isinstance(ranks, (list, tuple)):
-        n_ranks = len(ranks)
-    else:
-        n_ranks = len(report.ranks) or None
-    hosts = report.job.get("hosts")
-    if isinstance(hosts, int) and not isinstance(hosts, bool):
-        n_hosts: int | None = hosts
-    else:
-        n_hosts = len(job_hosts(report)) or None
-    return n_ranks, n_hosts
+    n_ranks = report.job.ranks if report.job.ranks is not None else (len(report.ranks) or None)
+    return n_ranks, len(job_hosts(report)) or None
 
 
-_JOB_LABELS = {
-    "id": "job id", "job_id": "job id", "name": "job name", "tz": "time zone",
-    "time_zone": "time zone", "tz_assumed": "time zone assumed", "attempts": "attempts",
-    "scheduler": "scheduler", "launcher": "launcher", "nodes": "nodes",
-    "procs_per_node": "ranks per node", "launcher_root_cause_tables": "torchrun's own root-cause tables",
-}
-_JOB_SKIP = {"hosts", "ranks", "start", "end", "first", "last", "first_time", "last_time", "span",
-             "time_span"}
 
 
 def job_facts(report: Report) -> list[tuple[str, str]]:
     """(label, value) pairs, plain text: the job's id, size, time span and whatever else it states."""
     facts: list[tuple[str, str]] = []
-    job_id = report.job.get("id", report.job.get("job_id"))
-    if job_id is not None:
-        facts.append(("job id", str(job_id)))
+    job = report.job
+    if job.id:
+        facts.append(("job id", job.id))
     n_ranks, n_hosts = job_counts(report)
     facts.append(("ranks", str(n_ranks) if n_ranks is not None else "unknown"))
     hosts = job_hosts(report)
@@ -287,10 +259,14 @@ def job_facts(report: Report) -> list[tuple[str, str]]:
         if lo is not None and hi is not None:
             span += f" ({fmt_duration(hi - lo)})"
         facts.append(("time span", span))
-    for key, value in report.job.items():
-        if key in _JOB_SKIP or key in ("id", "job_id") or value is None or value == "" or value == [] or value == ():
-            continue
-        facts.append((_JOB_LABELS.get(key, key.replace("_", " ")), _seq_text(value)))
+    if job.procs_per_node is not None:
+        facts.append(("ranks per node", str(job.procs_per_node)))
+    if job.attempts:
+        facts.append(("attempts", _seq_text(job.attempts)))
+    if job.launcher_root_cause_tables:
+        facts.append(("torchrun's own root-cause tables",
+                      _seq_text([{k: getattr(t, k) for k in field_names(LauncherTableRow)}
+                                 for t in job.launcher_root_cause_tables])))
     stats = report.stats
     facts.append(("input read", f"{stats.sources} sources, {stats.lines:,} lines, {stats.bytes:,} bytes "
                                 f"in {stats.seconds:.2f} s ({stats.engine})"))
@@ -426,8 +402,8 @@ def _one_date(report: Report) -> bool:
 def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT) -> str:
     """The post-mortem as GitHub-flavoured Markdown."""
     out: list[str] = []
-    job_id = report.job.get("id", report.job.get("job_id"))
-    title = f"Post-mortem: job {job_id}" if job_id is not None else "Post-mortem"
+    job_id = report.job.id
+    title = f"Post-mortem: job {job_id}" if job_id else "Post-mortem"
     out += [f"# {md_escape(title)}", "", f"**{md_escape(headline(report))}**", ""]
     out += _verdict_line(report)
     out += _job_section(report)
@@ -601,7 +577,8 @@ def _attempts_section(report: Report) -> list[str]:
         return []
     out = ["## Attempts (torchelastic restarts)", ""]
     for attempt in report.attempts:
-        out.append("- " + md_escape(", ".join(f"{k}: {_seq_text(v)}" for k, v in attempt.items())))
+        out.append("- " + md_escape(", ".join(f"{k}: {_seq_text(getattr(attempt, k))}"
+                                              for k in field_names(AttemptVerdict))))
     return out + [""]
 
 

@@ -110,10 +110,10 @@ def render(report: Report, color: bool = False) -> str:
 
     if len(report.attempts) > 1:  # torchelastic restarted the workers: each attempt's own verdict
         body = []
-        for a in sorted(report.attempts, key=_attempt_number):
-            what = (f"rank {a['rank']} {a['rule']}" if a.get("rank") is not None else str(a.get("rule") or ""))
-            body.append(f"attempt {a.get('attempt')}: {str(a.get('verdict', '')).replace('_', ' ')}"
-                        + (f" — {what}" if what else "") + (f" at {_time(str(a['time']))}" if a.get("time") else ""))
+        for a in sorted(report.attempts, key=lambda x: x.attempt):
+            what = f"rank {a.rank} {a.rule}" if a.rank is not None else (a.rule or "")
+            body.append(f"attempt {a.attempt}: {a.verdict.value.replace('_', ' ')}"
+                        + (f" — {what}" if what else "") + (f" at {_time(a.time)}" if a.time else ""))
         lines += _block("attempts", body, color)
 
     coll = [g for g in report.groups if g.label in ("collateral", "independent")]
@@ -169,7 +169,3 @@ def render(report: Report, color: bool = False) -> str:
     lines.append(_c(f"{'read'.ljust(_W)}{s.sources} sources, {mb:.1f} MB, {s.lines} lines in {s.seconds:.2f} s", "2", color))
     return "\n".join(lines) + "\n"
 
-
-def _attempt_number(row: dict[str, object]) -> int:
-    n = row.get("attempt", 0)
-    return n if isinstance(n, int) else 0

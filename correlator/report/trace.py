@@ -180,9 +180,8 @@ def build(report: Report) -> dict[str, Any]:
     }
     if root is not None:
         other["root"] = f"{who(root.rank, root.host, root.local_rank)}: {root.rule} at {root.time}"
-    job_id = report.job.get("id", report.job.get("job_id"))
-    if job_id is not None:
-        other["job_id"] = str(job_id)
+    if report.job.id:
+        other["job_id"] = report.job.id
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 
 
