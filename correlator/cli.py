@@ -30,7 +30,7 @@ app = typer.Typer(
 rules_app = typer.Typer(help="Inspect and check the failure rules.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 
-SUBCOMMANDS = {"analyze", "rules", "history", "--help", "-h", "--version"}
+SUBCOMMANDS = {"analyze", "rules", "history", "serve", "--help", "-h", "--version"}
 FORMATS = ("terminal", "json", "markdown", "html", "trace")
 
 
@@ -308,6 +308,34 @@ def history_cmd(
         _fail(InputError(f"cannot read the dataset ({type(e).__name__}: {e})", str(directory),
                          "point at a folder written with 'correlate ... --parquet DIR'"))
     typer.echo(text, nl=False)
+
+
+@app.command("serve")
+def serve_cmd(
+    directory: Annotated[Path, typer.Argument(help="The folder whose logs the console may read (default: this one).")] = Path("."),
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default: only this machine).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on; 0 takes a free one (the URL is printed).")] = 8765,
+    parquet: Annotated[Optional[Path], typer.Option(help="A Parquet dataset (written with --parquet): the jobs page reads it.")] = None,
+    max_upload: Annotated[int, typer.Option(help="Largest upload, in MiB.")] = 1024,
+    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable); same ids replace built-in rules.")] = None,
+    tz: Annotated[Optional[str], typer.Option(help="Zone of timestamps that carry none (IANA name or UTC; default: this machine's).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Worker processes of an analysis (default: all cores).")] = None,
+) -> None:
+    """A local web console: drop log files or pick a folder, read the HTML report; a jobs page over a dataset."""
+    from correlator.pipeline import Options
+    from correlator.serve import ServeConfig, serve
+
+    if parquet is not None and parquet.exists() and not parquet.is_dir():
+        _fail(UsageError("--parquet needs a folder (a dataset), not a file", str(parquet)))
+    if max_upload <= 0:
+        _fail(UsageError("--max-upload must be a positive number of MiB"))
+    config = ServeConfig(root=directory, dataset=parquet.resolve() if parquet is not None else None,
+                         options=Options(rule_dirs=tuple(str(p) for p in rules or ()), tz=tz, workers=workers),
+                         max_upload_bytes=max_upload << 20)
+    try:
+        serve(config, host, port)
+    except CorrelateError as e:
+        _fail(e)
 
 
 #: options of ``analyze`` that change only the report's form and destination, not the analysis

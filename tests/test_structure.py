@@ -25,7 +25,7 @@ LAYERS = {
     "correlate": 3,
     "report": 4,
     "rulecheck": 5, "pipeline": 5, "site": 5,
-    "follow": 6, "history": 6,
+    "follow": 6, "history": 6, "serve": 6,
     "cli": 7, "__main__": 8,
 }
 #: stages that must not see each other although their layers would allow it: the correlation stage

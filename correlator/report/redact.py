@@ -327,6 +327,12 @@ def _walk(value: Any, mask: _Mask, lines: _Lines | None = None) -> Any:
     return value
 
 
+def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """``value`` (a Report, or any part of one) with ``fn`` applied to every string, walked as
+    ``redact_report`` walks it; what ``fn`` leaves alone is not copied."""
+    return _walk(value, lambda text, _lines: fn(text))
+
+
 def redact_report(report: Any) -> Any:
     """A copy of the report with secrets masked in every string (log text, paths, diagnostics).
 
