@@ -72,6 +72,10 @@ LIST_LIMIT = 300
 SOCKET_TIMEOUT_S = 120
 #: default ``--max-upload``, in MiB
 DEFAULT_MAX_UPLOAD_MB = 1024
+#: bytes an upload may hold besides its files' (part headers, the form's fields)
+UPLOAD_OVERHEAD = 1 << 20
+#: a refused body is read to its end (so that the browser shows the answer) when this much is left
+DRAIN_LIMIT = 64 << 20
 
 _CHUNK = 1 << 16
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9._+@=,-]")
@@ -242,6 +246,8 @@ class _Parts:
     def headers(self) -> dict[str, str]:
         while True:
             j = self.buf.find(b"\r\n\r\n")
+            if j > MAX_PART_HEADERS:
+                raise UploadError("a part's headers are too long")
             if j >= 0:
                 block = bytes(self.buf[:j])
                 del self.buf[:j + 4]
@@ -953,17 +959,29 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._error(HTTPStatus.LENGTH_REQUIRED, "the request has no valid Content-Length")
             return
+        body = _Body(self.rfile, length)
         try:
             if path == "/analyze":
-                self._upload(length)
+                self._upload(body, length)
             else:
-                self._folder(length)
+                self._folder(body, length)
         except UploadError as e:
+            self._drain(body)
             self._error(e.status, f"upload refused: {e}")
         except CorrelateError as e:
             self._error(HTTPStatus.UNPROCESSABLE_ENTITY, f"error: {e}")
         except Exception as e:  # noqa: BLE001 - a bug: the page says so, the server goes on
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error ({type(e).__name__}: {e}); please report it")
+
+    def _drain(self, body: _Body) -> None:
+        """Read what is left of a refused body: a browser still sending shows no answer otherwise."""
+        if body.left > DRAIN_LIMIT:
+            return
+        try:
+            while body.read(_CHUNK):
+                pass
+        except (UploadError, OSError):
+            pass
 
     def _check_token(self, fields: dict[str, list[str]]) -> None:
         given = (fields.get("token") or [""])[0]
@@ -978,16 +996,16 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._redirect(location)
 
-    def _upload(self, length: int) -> None:
+    def _upload(self, body: _Body, length: int) -> None:
         console = self.console
         limit = console.config.max_upload_bytes
-        if length > limit + MAX_FIELD * 4 + 1024 * console.config.max_files:  # parts' headers and fields besides
+        if length > limit + UPLOAD_OVERHEAD:
             raise UploadError(f"the upload is {length / (1 << 20):,.0f} MiB: over the console's limit of "
                               f"{limit // (1 << 20)} MiB (start it with a larger --max-upload, or point at the folder)",
                               HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
         dest = Path(tempfile.mkdtemp(prefix="upload-", dir=console.scratch))
         try:
-            form = parse_multipart(self.rfile, self.headers.get("Content-Type", ""), length, dest,
+            form = parse_multipart(body, self.headers.get("Content-Type", ""), length, dest,
                                    max_bytes=limit, max_files=console.config.max_files)
             self._check_token(form.fields)
             if not form.files:
@@ -1000,17 +1018,17 @@ class Handler(BaseHTTPRequestHandler):
             shutil.rmtree(dest, ignore_errors=True)
         self._done(key)
 
-    def _folder(self, length: int) -> None:
+    def _folder(self, body: _Body, length: int) -> None:
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if ctype == "multipart/form-data":
             dest = Path(tempfile.mkdtemp(prefix="form-", dir=self.console.scratch))
             try:
-                fields = parse_multipart(self.rfile, self.headers["Content-Type"], length, dest, max_bytes=0,
+                fields = parse_multipart(body, self.headers["Content-Type"], length, dest, max_bytes=0,
                                          max_files=0).fields
             finally:
                 shutil.rmtree(dest, ignore_errors=True)
         elif ctype == "application/x-www-form-urlencoded":
-            fields = parse_urlencoded(self.rfile, length)
+            fields = parse_urlencoded(body, length)
         else:
             raise UploadError("send the form as the page does (urlencoded)", HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
         self._check_token(fields)
