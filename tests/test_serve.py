@@ -252,8 +252,10 @@ def test_resolve_under_refuses_what_leaves_the_root(served, text, message):
 class Server:
     """``correlate serve`` in its own process, stopped with Ctrl-C (SIGINT) as a person would."""
 
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, tmpdir: Path | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        if tmpdir is not None:
+            env["TMPDIR"] = str(tmpdir)
         self.proc = subprocess.Popen([sys.executable, "-m", "correlator", "serve", str(root), "--port", "0", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         assert self.proc.stdout is not None
@@ -459,8 +461,11 @@ def test_the_first_page_lists_the_served_folder_without_links_that_leave_it(serv
 
 
 def test_an_upload_over_the_limit_is_refused_before_it_is_read(tmp_path):
-    small = Server(tmp_path, "--max-upload", "1")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    small = Server(tmp_path, "--max-upload", "1", tmpdir=scratch)
     try:
+        assert [p.name[:16] for p in scratch.iterdir()] == ["correlate-serve-"]
         status, _, page = small.upload([("big.log", b"x" * (3 << 20))])
         assert status == 413 and "over the console&#x27;s limit of 1 MiB" in page
         status, _, page = small.upload([("a.log", b"x" * (1 << 19)), ("b.log", b"x" * (1 << 19)), ("c.log", b"x")])
@@ -471,6 +476,7 @@ def test_an_upload_over_the_limit_is_refused_before_it_is_read(tmp_path):
         err = small.stop()
     assert small.proc.returncode == 0, err
     assert "Ctrl-C stops it" in err
+    assert list(scratch.iterdir()) == [], "the temporary folder outlived the server"
 
 
 def test_serve_refuses_a_file_for_a_folder(tmp_path):

@@ -108,6 +108,7 @@ def test_rule_schema_keys_are_documented():
 def test_cli_commands_are_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     for cmd in ("correlate rules check", "correlate rules list", "correlate rules explain", "correlate history",
+                "correlate serve",
                 "--format json", "--format markdown", "--format html", "--format trace", "--parquet", "--follow",
                 "--engine dask", "--rules", "--tz", "--no-redact"):
         assert cmd in readme, cmd
