@@ -556,7 +556,7 @@ def _page(title: str, body: str, console: Console, *, script: str = "", nonce: s
 def _table(header: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
     """Cells are HTML already (callers escape)."""
     head = "".join(f"<th>{h}</th>" for h in header)
-    out = [f'<table class="t"><thead><tr>{head}</tr></thead><tbody>']
+    out = [f'<table class="t"><thead><tr>{head}</tr></thead><tbody>' if header else '<table class="t"><tbody>']
     for row in rows:
         cells = "".join(f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
                         for v, c in zip(row, classes or [""] * len(row)))
@@ -585,7 +585,8 @@ def index_page(console: Console, error: str = "", nonce: str | None = None) -> s
 <div class="row" style="justify-content:center">{add}<button type="submit" id="analyse">Analyse</button></div>
 <div class="status" id="status"></div>
 <div class="sub">Up to {limit_mb} MiB and {cfg.max_files} files; they are read in a temporary folder and
-removed after the analysis. Compressed logs (.gz, .zst, .bz2, .xz) are read as they are.</div></div>
+removed after the analysis. Compressed logs (.gz, .zst, .bz2, .xz) are read as they are; archives (.zip, .tar)
+are not unpacked: drop the folder instead.</div></div>
 </form>"""
     folder = f"""
 <h2>Or read a folder on this machine</h2>
@@ -758,7 +759,7 @@ def job_page(console: Console, job_id: str) -> tuple[HTTPStatus, str]:
     out = [f'<h1>Job {_e(job_id)}</h1>', f'<div class="banner v-{_e(v)}" id="verdict">{_e(line)}</div>',
            '<p class="sub">From the dataset\'s tables (it keeps the verdict, the groups, the timeline and the ranks, '
            'not the whole report); the logs themselves give the full report.</p>',
-           _table(["", ""], [[_e(k), _e(val)] for k, val in facts if val not in (None, "")])]
+           _table([], [[_e(k), _e(val)] for k, val in facts if val not in (None, "")])]
     for d in diagnostics:
         out.append(f'<div class="note">{_e(d.path)}: {_e(d.message)}</div>')
     again = _logs_folder(console, events)

@@ -453,7 +453,7 @@ def test_the_first_page_lists_the_served_folder_without_links_that_leave_it(serv
     status, headers, page = server.get("/")
     assert status == 200
     listed = re.findall(r'name="path" value="([^"]+)"', page)
-    assert listed == ["cuda-oom-per-rank", "healthy", "pipe.out"] or listed == ["cuda-oom-per-rank", "healthy"]
+    assert listed == ["cuda-oom-per-rank", "healthy"]  # not the FIFO, not the link that leads out
     csp = headers["content-security-policy"]
     nonce = re.search(r"'nonce-([^']+)'", csp).group(1)  # type: ignore[union-attr]
     assert f'<script nonce="{nonce}">' in page and "connect-src 'self'" in csp and "default-src 'none'" in csp
@@ -556,6 +556,11 @@ def test_an_analysis_can_be_added_to_the_dataset(tmp_path):
         status, _, page = s.get("/jobs")
         assert status == 200 and "2 job(s)" in page and "anon &lt;1&gt;" in page
         assert f'href="/job?id={quote("anon <1>", safe="")}"' in page
+        link = next(h for h in re.findall(r'href="(/job\?id=[^"]+)"', page) if "anon" not in h)
+        assert "make the full report" in s.get(unescape(link))[2]
+        shutil.rmtree(served / "slurm-time-limit")  # its logs are gone: the job's page offers no full report
+        status, _, job = s.get(unescape(link))
+        assert status == 200 and "make the full report" not in job and "job-level reason" in unescape(banner(job))
     finally:
         s.stop()
 
