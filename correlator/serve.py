@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, Protocol
 from urllib.parse import parse_qs, quote, urlsplit
 
 from correlator.errors import CorrelateError, InputError, UsageError
@@ -83,6 +83,12 @@ _PARAM = re.compile(r';\s*([A-Za-z0-9_.*-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)')
 _BCHARS = re.compile(r"^[0-9A-Za-z'()+_,\-./:=? ]{1,70}$")
 _TOKEN_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class Readable(Protocol):
+    """What a request body is read from: a socket's file, a ``_Body``, ``io.BytesIO``."""
+
+    def read(self, n: int = ..., /) -> bytes: ...
 
 
 class UploadError(ValueError):
@@ -182,7 +188,7 @@ def boundary_of(content_type: str) -> bytes:
 class _Body:
     """Exactly ``length`` bytes of a request body, read in pieces; a body cut short is an error."""
 
-    def __init__(self, stream: IO[bytes], length: int) -> None:
+    def __init__(self, stream: Readable, length: int) -> None:
         self.stream, self.left = stream, length
 
     def read(self, n: int = _CHUNK) -> bytes:
@@ -264,7 +270,7 @@ class _Parts:
         return out
 
 
-def parse_multipart(stream: IO[bytes], content_type: str, length: int, dest: Path, *,
+def parse_multipart(stream: Readable, content_type: str, length: int, dest: Path, *,
                     max_bytes: int, max_files: int = MAX_FILES) -> Form:
     """Read a ``multipart/form-data`` body of ``length`` bytes from ``stream``: ordinary fields into
     memory (``MAX_FIELD`` each), files to disk below the existing empty folder ``dest`` under
@@ -340,7 +346,7 @@ def _create(dest: Path, dest_real: str, rel: PurePosixPath) -> tuple[PurePosixPa
     raise UploadError("too many files of the same name in one upload")
 
 
-def parse_urlencoded(stream: IO[bytes], length: int) -> dict[str, list[str]]:
+def parse_urlencoded(stream: Readable, length: int) -> dict[str, list[str]]:
     if length > MAX_FIELD * 4:
         raise UploadError("the form is too large", HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
     body = _Body(stream, length)
@@ -1044,7 +1050,7 @@ def make_server(config: ServeConfig, host: str = "127.0.0.1", port: int = 0) -> 
     """A bound server (not yet serving) and its console; ``port`` 0 takes a free port."""
     console = Console(config)
     handler = type("ConsoleHandler", (Handler,), {"console": console})
-    server_cls = ThreadingHTTPServer
+    server_cls: type[ThreadingHTTPServer] = ThreadingHTTPServer
     if ":" in host:
         import socket
 
