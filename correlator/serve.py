@@ -376,6 +376,8 @@ class Kept:
     source: str
     made: float
     page: str | None = None
+    #: what went wrong after the analysis (the dataset could not take the job), shown above the report
+    note: str = ""
 
 
 class Console:
@@ -427,9 +429,17 @@ class Console:
 
             prefix = strip.rstrip(os.sep) + os.sep
             report = map_strings(report, lambda text: text.replace(prefix, "") if prefix in text else text)
-        if add:
-            self._append(report, job_id)
-        return self.keep(report, source)
+        key = self.keep(report, source)
+        if add:  # a dataset that cannot take the job loses the analysis no more: the report says why
+            try:
+                self._append(report, job_id)
+                note = ""
+            except CorrelateError as e:
+                note = f"not added to the dataset: {e}"
+            kept = self.kept(key)
+            if kept is not None:
+                kept.note = note or f"added to the dataset {self.config.dataset}"
+        return key
 
     def _append(self, report: Report, job_id: str) -> None:
         from correlator.report.parquet import write_parquet
@@ -452,7 +462,7 @@ class Console:
         if kept.page is None:
             from correlator.report import render
 
-            kept.page = _with_console_bar(render(kept.report, "html"), key, kept.source)
+            kept.page = _with_console_bar(render(kept.report, "html"), key, kept.source, kept.note)
         return kept.page
 
 
@@ -636,13 +646,16 @@ def _listing(console: Console) -> str:
     return f'<p class="sub">In the served folder:</p><ul class="entries" id="entries">{"".join(items)}</ul>'
 
 
-def _with_console_bar(page: str, key: str, source: str) -> str:
-    """The report page with a line above it: back to the console, what was read, the downloads."""
+def _with_console_bar(page: str, key: str, source: str, note: str = "") -> str:
+    """The report page with a line above it: back to the console, what was read, the downloads
+    (and ``note``, what happened to the job in the dataset)."""
+    colour = "#c62828" if note.startswith("not ") else "#2e7d32"
+    said = f' &middot; <span id="console-note" style="color:{colour}">{_e(note)}</span>' if note else ""
     bar = ('<nav style="font:13px system-ui,sans-serif;border-bottom:1px solid #dde3ea;padding:6px 0;margin-bottom:6px">'
            '<a href="/">&larr; analyse other logs</a> &middot; '
            f'<span style="color:#57606a">read: {_e(source)}</span> &middot; '
            f'<a href="/report/{key}/download">download this page</a> &middot; '
-           f'<a href="/report/{key}/json">JSON</a></nav>')
+           f'<a href="/report/{key}/json">JSON</a>{said}</nav>')
     m = re.search(r"<body[^>]*>", page)
     return page[:m.end()] + bar + page[m.end():] if m else bar + page
 

@@ -261,7 +261,9 @@ class Server:
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)
         line = self.proc.stdout.readline().decode().strip() if ready else ""
-        assert line.startswith("http://127.0.0.1:"), (line, self.proc.stderr.read(2000) if not ready else "")
+        if not line.startswith("http://127.0.0.1:"):
+            self.proc.kill()
+            raise AssertionError(f"no URL from correlate serve: {line!r} {self.proc.communicate()[1][-2000:]!r}")
         self.url = line
         parts = urlsplit(line)
         self.host, self.port = parts.hostname or "", parts.port or 0
@@ -417,6 +419,17 @@ def test_the_folder_form_refuses_paths_outside_the_root(server, path, message):
     assert 'id="upload"' in page  # the console's page, to try again
 
 
+def test_a_dataset_that_cannot_take_the_job_keeps_the_report(tmp_path):
+    s = Server(SAMPLES, "--parquet", str(tmp_path / "ds"))
+    try:
+        page = s.followed(s.folder("healthy", add="1", job_id="j" * 300))  # too long to name a partition
+        assert "no failure" in unescape(banner(page))
+        note = re.search(r'id="console-note"[^>]*>([^<]*)<', page).group(1)  # type: ignore[union-attr]
+        assert unescape(note).startswith("not added to the dataset: ")
+    finally:
+        s.stop()
+
+
 def test_forms_without_the_token_or_from_another_site_are_refused(server):
     status, _, page = server.folder("healthy", token="guessed")
     assert status == 403 and "token" in page
@@ -550,7 +563,8 @@ def test_an_analysis_can_be_added_to_the_dataset(tmp_path):
     try:
         status, _, page = s.get("/jobs")
         assert status == 200 and "holds no job yet" in page
-        s.followed(s.folder("slurm-time-limit", add="1"))
+        page = s.followed(s.folder("slurm-time-limit", add="1"))
+        assert f"added to the dataset {ds}" in page
         s.followed(s.folder("anon", add="1", job_id="anon <1>"))  # the form's job id names it
         s.followed(s.folder("anon"))  # not asked to: not added
         status, _, page = s.get("/jobs")
