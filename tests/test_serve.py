@@ -589,6 +589,12 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     b.close()
 
 
+def _fresh(browser: Browser, url: str) -> None:
+    """Open ``url`` with what earlier tests left in the event list forgotten (``problems`` reads it)."""
+    browser.events.clear()
+    browser.open(url)
+
+
 def _on_report(browser: Browser) -> str:
     browser.wait_for("location.pathname.startsWith('/report/') && document.readyState === 'complete'", timeout_s=120)
     return str(browser.js("document.querySelector('.banner').textContent"))
@@ -596,7 +602,7 @@ def _on_report(browser: Browser) -> str:
 
 def test_in_chromium_picking_a_sample_jobs_files_shows_its_verdict(server, browser):
     job = SAMPLES / "cuda-oom-per-rank"
-    browser.open(server.url)
+    _fresh(browser, server.url)
     assert browser.js("document.querySelector('h1').textContent") == "Analyse a job's logs"
     browser.set_files("#files", sorted(p for p in job.iterdir() if p.suffix == ".out"))
     assert browser.js("document.getElementById('files').files.length") == 17
@@ -611,12 +617,12 @@ def test_in_chromium_picking_a_sample_jobs_files_shows_its_verdict(server, brows
 
 
 def test_in_chromium_a_folder_of_the_listing_and_a_dropped_file(server, browser):
-    browser.open(server.url)
+    _fresh(browser, server.url)
     browser.js("Array.from(document.querySelectorAll('#entries button')).find(b => b.textContent === 'healthy/')"
                ".click(); true")
     assert "no failure" in _on_report(browser)
     # the drop zone's path: files sent by the page's script (fetch), a hostile name and text with them
-    browser.open(server.url)
+    _fresh(browser, server.url)
     log = ("[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered "
            "<img src=x onerror=\"document.title='pwned'\">\n")
     browser.js("window.correlateSend([[new File([%s], 'x.log'), 'job/<b>rank-0</b>.log']]); true" % json.dumps(log))
@@ -627,11 +633,27 @@ def test_in_chromium_a_folder_of_the_listing_and_a_dropped_file(server, browser)
 
 
 def test_in_chromium_an_error_is_shown_in_the_page(server, browser):
-    browser.open(server.url)
+    _fresh(browser, server.url)
     browser.js("document.getElementById('path').value = '../outside'; document.getElementById('read').click(); true")
     browser.wait_for("document.getElementById('error') !== null && document.readyState === 'complete'")
     assert "is not below the served folder" in str(browser.js("document.getElementById('error').textContent"))
-    browser.open(server.url)
+    _fresh(browser, server.url)
     browser.js("window.correlateSend([[new File(['# notes'], 'notes.md'), 'notes.md']]); true")
     browser.wait_for("document.getElementById('status').textContent.indexOf('no log could be read') >= 0")
     assert browser.js("location.pathname") == "/"
+
+
+def test_in_chromium_picking_a_folder_keeps_its_layout(server, browser):
+    """A torchelastic --log-dir picked as a folder: the browser sends each file's path inside it, and
+    the attempt and local-rank folders that name the writers survive the upload."""
+    job = SAMPLES / "torchelastic-logdir"
+    _fresh(browser, server.url)
+    browser.set_files("#folder", [job])
+    browser.wait_for("document.getElementById('folder').files.length > 0")  # a folder is listed asynchronously
+    names = browser.js("Array.from(document.getElementById('folder').files).map(f => f.webkitRelativePath)")
+    assert "torchelastic-logdir/node-0/640052_8nd2v7uw/attempt_0/3/stderr.log" in names  # type: ignore[operator]
+    browser.js("document.getElementById('analyse').click(); true")
+    assert _on_report(browser).strip() == headline(analyze([str(job)]))
+    read = str(browser.js("document.querySelector('nav span').textContent"))
+    assert read.startswith(f"read: {len(names)} uploaded file(s)") and "attempt_0/" in read  # type: ignore[arg-type]
+    assert browser.problems() == []
