@@ -315,11 +315,11 @@ def serve_cmd(
     directory: Annotated[Path, typer.Argument(help="The folder whose logs the console may read (default: this one).")] = Path("."),
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default: only this machine).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on; 0 takes a free one (the URL is printed).")] = 8765,
-    parquet: Annotated[Optional[Path], typer.Option(help="A Parquet dataset (written with --parquet): the jobs page reads it.")] = None,
+    parquet: Annotated[Path | None, typer.Option(help="A Parquet dataset (written with --parquet): the jobs page reads it.")] = None,
     max_upload: Annotated[int, typer.Option(help="Largest upload, in MiB.")] = 1024,
-    rules: Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule folder (repeatable); same ids replace built-in rules.")] = None,
-    tz: Annotated[Optional[str], typer.Option(help="Zone of timestamps that carry none (IANA name or UTC; default: this machine's).")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Worker processes of an analysis (default: all cores).")] = None,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder (repeatable); same ids replace built-in rules.")] = None,
+    tz: Annotated[str | None, typer.Option(help="Zone of timestamps that carry none (IANA name or UTC; default: this machine's).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", help="Worker processes of an analysis (default: all cores).")] = None,
 ) -> None:
     """A local web console: drop log files or pick a folder, read the HTML report; a jobs page over a dataset."""
     from correlator.pipeline import Options

@@ -270,6 +270,25 @@ class _Parts:
         return out
 
 
+class _Sink:
+    """Where one part's bytes go (a file, or a list for a field), refusing more than ``limit`` of them."""
+
+    def __init__(self, limit: int, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST,
+                 out: IO[bytes] | None = None) -> None:
+        self.limit, self.message, self.status, self.out = limit, message, status, out
+        self.size = 0
+        self.chunks: list[bytes] = []
+
+    def __call__(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise UploadError(self.message, self.status)
+        if self.out is not None:
+            self.out.write(data)
+        else:
+            self.chunks.append(data)
+
+
 def parse_multipart(stream: Readable, content_type: str, length: int, dest: Path, *,
                     max_bytes: int, max_files: int = MAX_FILES) -> Form:
     """Read a ``multipart/form-data`` body of ``length`` bytes from ``stream``: ordinary fields into
@@ -287,33 +306,18 @@ def parse_multipart(stream: Readable, content_type: str, length: int, dest: Path
             raise UploadError("a part of the upload has no form-data name")
         filename = params.get("filename")
         if filename is None:  # an ordinary field
-            chunks: list[bytes] = []
-            size = 0
-
-            def keep(b: bytes) -> None:
-                nonlocal size
-                size += len(b)
-                if size > MAX_FIELD:
-                    raise UploadError(f"the form field {params['name'][:40]!r} is over {MAX_FIELD // 1024} KiB")
-                chunks.append(b)
-
-            parts.copy_until_delimiter(keep)
-            form.fields.setdefault(params["name"], []).append(b"".join(chunks).decode("utf-8", "replace"))
+            field_sink = _Sink(MAX_FIELD, f"the form field {params['name'][:40]!r} is over {MAX_FIELD // 1024} KiB")
+            parts.copy_until_delimiter(field_sink)
+            form.fields.setdefault(params["name"], []).append(b"".join(field_sink.chunks).decode("utf-8", "replace"))
             continue
         if len(form.files) >= max_files:
             raise UploadError(f"more than {max_files} files in one upload", HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
         rel, fd = _create(dest, dest_real, upload_name(filename, len(form.files)))
-        written = 0
         with os.fdopen(fd, "wb") as out:
-            def write(b: bytes) -> None:
-                nonlocal written
-                written += len(b)
-                if form.file_bytes + written > max_bytes:
-                    raise UploadError(f"the files are over the upload limit of {max_bytes // (1 << 20)} MiB",
-                                      HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
-                out.write(b)
-
-            parts.copy_until_delimiter(write)
+            file_sink = _Sink(max_bytes - form.file_bytes, f"the files are over the upload limit of "
+                              f"{max_bytes // (1 << 20)} MiB", HTTPStatus.REQUEST_ENTITY_TOO_LARGE, out)
+            parts.copy_until_delimiter(file_sink)
+        written = file_sink.size
         if not filename and not written:  # a file input left empty sends one nameless empty part
             (dest / rel).unlink()
             continue

@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -383,8 +382,8 @@ def test_upload_json_answer_and_report_downloads(server):
 
 
 def test_uploaded_log_text_is_escaped_and_secrets_masked(server):
-    log = ("[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered <script>alert(1)</script>"
-           " HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123456789\n").encode()
+    log = (b"[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered <script>alert(1)</script>"
+           b" HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123456789\n")
     page = server.followed(server.upload([("<img src=x onerror=alert(1)>.log", log)]))
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
     assert "hf_abcdefghijklmnopqrstuvwxyz0123456789" not in page
@@ -625,7 +624,7 @@ def test_in_chromium_a_folder_of_the_listing_and_a_dropped_file(server, browser)
     _fresh(browser, server.url)
     log = ("[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered "
            "<img src=x onerror=\"document.title='pwned'\">\n")
-    browser.js("window.correlateSend([[new File([%s], 'x.log'), 'job/<b>rank-0</b>.log']]); true" % json.dumps(log))
+    browser.js(f"window.correlateSend([[new File([{json.dumps(log)}], 'x.log'), 'job/<b>rank-0</b>.log']]); true")
     text = _on_report(browser)
     assert "illegal memory access" in text or "failed first" in text
     assert browser.js("document.title") != "pwned" and browser.js("document.querySelectorAll('img').length") == 0
