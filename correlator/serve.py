@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import stat
 import sys
 import tempfile
@@ -1093,7 +1094,8 @@ def url_of(server: ThreadingHTTPServer, host: str) -> str:
 
 def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 0, out: IO[str] | None = None,
           err: IO[str] | None = None) -> None:
-    """Serve until Ctrl-C; prints the URL (alone on a line, first) to ``out``."""
+    """Serve until Ctrl-C or SIGTERM; prints the URL (alone on a line, first) to ``out``. Either
+    stop removes the temporary folder of the uploads."""
     out = out or sys.stdout
     err = err or sys.stderr
     if not config.root.is_dir():
@@ -1114,6 +1116,9 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 0, out: IO[s
     notes.append("Ctrl-C stops it")
     err.write(visible("; ".join(notes)) + "\n")
     err.flush()
+    previous = None
+    if threading.current_thread() is threading.main_thread():  # a service manager's stop is Ctrl-C too
+        previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
@@ -1121,6 +1126,12 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 0, out: IO[s
     finally:
         server.server_close()
         console.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 __all__ = ["Console", "Form", "ServeConfig", "UploadError", "boundary_of", "index_page", "job_page", "jobs_page",

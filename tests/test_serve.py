@@ -298,8 +298,8 @@ class Server:
         assert status == 200
         return page
 
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGINT)
+    def stop(self, sig: int = signal.SIGINT) -> str:
+        self.proc.send_signal(sig)
         try:
             _, err = self.proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
@@ -489,6 +489,18 @@ def test_an_upload_over_the_limit_is_refused_before_it_is_read(tmp_path):
     assert small.proc.returncode == 0, err
     assert "Ctrl-C stops it" in err
     assert list(scratch.iterdir()) == [], "the temporary folder outlived the server"
+
+
+def test_sigterm_stops_the_server_and_removes_its_uploads(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    s = Server(tmp_path, tmpdir=scratch)
+    try:
+        assert s.upload([("a.log", b"[rank0]: RuntimeError: CUDA error: out of memory\n")])[0] == 303
+    finally:
+        err = s.stop(signal.SIGTERM)
+    assert s.proc.returncode == 0, err
+    assert list(scratch.iterdir()) == []
 
 
 def test_serve_refuses_a_file_for_a_folder(tmp_path):
