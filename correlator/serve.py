@@ -67,6 +67,8 @@ MAX_NAME_CHARS = 120
 KEEP_REPORTS = 32
 #: rows of a job's timeline on its dataset page
 JOB_EVENTS_LIMIT = 500
+#: jobs listed on the jobs page (the latest first; the summaries above it count every job)
+JOBS_LIMIT = 1000
 #: entries of the served folder listed on the first page
 LIST_LIMIT = 300
 #: seconds a connection may stay silent before it is closed (a stalled upload frees its thread)
@@ -727,13 +729,17 @@ def jobs_page(console: Console) -> tuple[HTTPStatus, str]:
         [f"<code>{_e(r.rule)}</code>", _e(r.title), str(r.jobs), _num(r.rank_hours),
          ", ".join(_job_link(j) for j in r.job_ids[:20]) + (" ..." if len(r.job_ids) > 20 else "")]
         for r in summary.rules], ["", "", "num", "num", ""]) if summary.rules else "<p>none</p>")
-    out.append('<h2 id="all-jobs">Every job</h2>')
     by_job = {str(r["job_id"]): r for r in rows}
+    # the latest failures first: what a person opening the page after a bad night looks for
+    latest = sorted(by_job.items(), key=lambda kv: (kv[1]["job_start"] is not None, kv[1]["job_start"] or 0, kv[0]),
+                    reverse=True)
+    shown = latest[:JOBS_LIMIT]
+    out.append(f'<h2 id="all-jobs">Every job{f" (the latest {len(shown)} of {len(latest)})" if len(shown) < len(latest) else ""}</h2>')
     out.append(_table(["job", "verdict", "rule", "rank", "host", "first failure", "ranks", "rank-hours"], [
         [_job_link(j), _e(r["verdict"] or ""), f"<code>{_e(r['rule'] or '')}</code>",
          "" if r["rank"] is None else str(r["rank"]), _e(r["host"] or ""), _fmt_time(r["first_time"]),
          "" if r["n_ranks"] is None else str(r["n_ranks"]), _num(r["rank_hours"])]
-        for j, r in sorted(by_job.items())], ["", "", "", "num", "", "", "num", "num"]))
+        for j, r in shown], ["", "", "", "num", "", "", "num", "num"]))
     return HTTPStatus.OK, _page("correlate: jobs", "".join(out), console)
 
 

@@ -545,6 +545,10 @@ def test_jobs_page_shows_failures_by_rule_and_repeat_offenders(jobs_server, data
     all_jobs = page[page.index('id="all-jobs"'):]
     ids = re.findall(r'<a href="/job\?id=([^"]+)">', all_jobs)
     assert len(ids) == summary.jobs == 4
+    from correlator.report.parquet import read_table
+
+    starts = {r["job_id"]: r["job_start"] for r in read_table(dataset, "incidents").to_pylist() if r["kind"] == "verdict"}
+    assert ids == sorted(starts, key=lambda j: starts[j], reverse=True)  # the latest job first
 
 
 def test_a_jobs_page_link_opens_that_jobs_report(jobs_server, dataset):
