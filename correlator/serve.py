@@ -454,7 +454,7 @@ class Console:
         dataset = self.config.dataset
         if dataset is None:
             raise UsageError("no dataset to add the job to", hint="start the console with --parquet DIR")
-        name = job_id or str(report.job.get("id") or "")
+        name = job_id or report.job.id
         if not name:
             raise UsageError("the logs name no job id: give one in the form to add the job to the dataset")
         try:
