@@ -348,9 +348,13 @@ def _plain_analyze(args: list[str]) -> dict[str, object] | None:
     None (then typer parses them as usual). Their values are strings, flags and paths: nothing
     to coerce, so typer's coercion (it imports pydantic: ~0.15 s) is skipped."""
     try:
+        import click
         from typer.main import get_command
 
-        cmd = get_command(app).commands["analyze"]  # type: ignore[attr-defined]
+        group = get_command(app)
+        if not isinstance(group, click.Group):
+            return None
+        cmd = group.commands["analyze"]
         values, extra, _order = cmd.make_parser(cmd.context_class(cmd, info_name="analyze")).parse_args(args=args)
     except Exception:  # noqa: BLE001 - a usage error: typer's parse reports it
         return None

@@ -155,7 +155,7 @@ class _Source:
 
     def reset(self) -> None:
         keep = (self.src, self.identity)
-        self.__init__(*keep)  # type: ignore[misc]
+        type(self).__init__(self, *keep)
 
     def add(self, d: Digest, skip_before: int, back_lines: int, base_offset: int, base_line: int,
             whole: bool, end_rules: frozenset[str] = frozenset()) -> None:

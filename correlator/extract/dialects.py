@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,13 @@ def prefix_hints() -> bytes:
 
 #: ``read(group, parser) -> (year, month, day, hour, minute, second, fraction, zone, year_inferred)``,
 #: or for an epoch stamp ``(seconds, fraction)``; ``group(name)`` is the dialect's own named group
-Reader = Callable[[Callable[[str], "str | None"], object], tuple]
+Reader = Callable[[Callable[[str], "str | None"], "YearGuess"], tuple]
+
+
+class YearGuess(Protocol):
+    """What a reader asks of the parser: the year of a stamp that shows none (from the reference)."""
+
+    def _infer_year(self, mo: int, d: int) -> int: ...
 
 _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
@@ -141,17 +148,17 @@ def _iso(g: Callable[[str], str | None], _p: object) -> tuple:
             int(g("S") or 0), g("f"), g("z"), False)
 
 
-def _glog(g: Callable[[str], str | None], p: object) -> tuple:
+def _glog(g: Callable[[str], str | None], p: YearGuess) -> tuple:
     md = g("md") or ""
     mo, d = int(md[:-2]), int(md[-2:])
-    return (p._infer_year(mo, d), mo, d, int(g("H") or 0), int(g("M") or 0), int(g("S") or 0),  # type: ignore[attr-defined]
+    return (p._infer_year(mo, d), mo, d, int(g("H") or 0), int(g("M") or 0), int(g("S") or 0),
             g("f"), None, True)
 
 
-def _syslog(g: Callable[[str], str | None], p: object) -> tuple:
+def _syslog(g: Callable[[str], str | None], p: YearGuess) -> tuple:
     mo, d = _MONTHS[g("b") or ""], int(g("d") or 0)
     y = g("Y")
-    year = int(y) if y else p._infer_year(mo, d)  # type: ignore[attr-defined]
+    year = int(y) if y else p._infer_year(mo, d)
     return (year, mo, d, int(g("H") or 0), int(g("M") or 0), int(g("S") or 0), g("f"), None, not y)
 
 

@@ -499,8 +499,7 @@ def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | N
     except ImportError as e:
         raise RuntimeError("--engine dask needs the optional extra: pip install 'correlate[dask]'") from e
 
-    local = [s for s in sources if s.kind == "stdin"]  # stdin is only readable here
-    remote = [s for s in sources if s.kind != "stdin"]
+    remote = [s for s in sources if s.kind != "stdin"]  # stdin is only readable here
     cluster = None
     if scheduler:
         client = Client(scheduler)
@@ -521,8 +520,12 @@ def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | N
         if cluster is not None:
             cluster.close()
     by_path = {id(s): d for s, d in zip(remote, (got[i] for i in range(len(remote))))}
-    eng = build_engine(spec) if local else None
+    eng: Engine | None = None  # built here only for stdin
     out = []
     for s in sources:
-        out.append(by_path[id(s)] if s.kind != "stdin" else _safe_extract(s, eng, spec.opts))  # type: ignore[arg-type]
+        if s.kind == "stdin":
+            eng = eng if eng is not None else build_engine(spec)
+            out.append(_safe_extract(s, eng, spec.opts))
+        else:
+            out.append(by_path[id(s)])
     return out

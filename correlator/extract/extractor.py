@@ -298,6 +298,9 @@ class _State:
         self.kinds_to = 0
         #: writer key -> what its last stamp search saw (the next unstamped line reuses it)
         self.scans: dict[tuple, _Scan] = {}
+        #: the window finder's last look: ((base offset, length) of the bytes, what it found there);
+        #: a small source's head and tail windows are the same bytes, looked at once
+        self.window_scan: tuple[tuple[int, int], tuple | None] | None = None
 
     def check_writers(self, region: bytes) -> None:
         """A file whose lines carry several ranks' prefixes is a combined stream, and one with
@@ -988,12 +991,12 @@ def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: di
         return False
     # a small source's head and tail windows are the same bytes: look at them once
     # (and the head of a source under 2 MiB is the start of its tail window: only the rest is new)
-    ws = getattr(state, "_window_scan", None)
+    ws = state.window_scan
     if ws is None or ws[0] != (base_offset, len(data)):
         prev = ws[1] if ws is not None and ws[0][0] == base_offset and ws[0][1] < len(data) \
             and ws[1] is not None and data[ws[0][1] - 1:ws[0][1]] == b"\n" else None
-        scanned = _scan_window(data, finder, ws[0][1] if prev is not None else 0, prev)  # type: ignore[index]
-        ws = state._window_scan = ((base_offset, len(data)), scanned)  # type: ignore[attr-defined]
+        scanned = _scan_window(data, finder, ws[0][1] if ws is not None and prev is not None else 0, prev)
+        ws = state.window_scan = ((base_offset, len(data)), scanned)
     if ws[1] is None:
         return False
     other, who_of, excluded, progress, nccl_lines, blank_lines = ws[1]

@@ -74,9 +74,10 @@ def identity_from_path(path: str) -> SourceInfo:
     info = SourceInfo(path=path, kind=_compressed_kind(path))
     parts = p.parts
     # torchelastic --log-dir: <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log|error.json
-    if len(parts) >= 3 and _ATTEMPT.match(parts[-3]) and parts[-2].isdecimal():
+    attempt = _ATTEMPT.match(parts[-3]) if len(parts) >= 3 else None
+    if attempt is not None and parts[-2].isdecimal():
         stream = name.rsplit(".", 1)[0] if name != "error.json" else "error.json"
-        info = replace(info, attempt=int(_ATTEMPT.match(parts[-3]).group(1)),  # type: ignore[union-attr]
+        info = replace(info, attempt=int(attempt.group(1)),
                        file_local_rank=int(parts[-2]), stream=stream)
         for part in parts[:-3]:
             m = _NODE_DIR.match(part)
@@ -353,6 +354,8 @@ def open_source(src: SourceInfo) -> tuple[BinaryIO, str]:
         # rest, joined: one more copy of every byte)
         plain = raw.detach()
         plain.seek(0)
+        # (typeshed types the raw file and the decompressors as io classes, not typing.BinaryIO; all
+        # are binary streams, and the reader only reads and closes them)
         return plain, kind  # type: ignore[return-value]
     if kind == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb"), kind  # type: ignore[return-value]

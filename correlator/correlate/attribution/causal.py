@@ -251,14 +251,15 @@ def wave(firsts: Sequence[Ev], ranks_of_host: dict[str, set[int]], known: set[in
         return None
     head = timed[0]
     kind = _failure_kind(head)
-    if kind is None:
+    if kind is None or head.t is None:  # (timed events all have a time)
         return None
+    head_t = head.t
     for e in firsts:
-        if e.t is not None and _failure_kind(e) != kind and _span(e)[1] < head.t - policy.NODE_WAVE_NS:  # type: ignore[operator]
+        if e.t is not None and _failure_kind(e) != kind and _span(e)[1] < head_t - policy.NODE_WAVE_NS:
             return None
 
     def host(e: Ev) -> str | None:
-        return e.m.who.host or host_of.get(e.rank)  # type: ignore[arg-type]
+        return e.m.who.host or (host_of.get(e.rank) if e.rank is not None else None)
 
     node = host(head)
     if node is not None:
@@ -267,7 +268,8 @@ def wave(firsts: Sequence[Ev], ranks_of_host: dict[str, set[int]], known: set[in
         ranks = {e.rank for e in on_node if e.rank is not None}
         if len(node_ranks) >= policy.NODE_WAVE_MIN_RANKS and ranks >= node_ranks and _one_instant(on_node):
             return Wave(node, tuple(sorted(ranks)), head, kind)
-    same = [e for e in timed if e.t - head.t <= policy.NODE_WAVE_NS + (e.unc or 0) and _failure_kind(e) == kind]  # type: ignore[operator]
+    same = [e for e in timed if e.t is not None and e.t - head_t <= policy.NODE_WAVE_NS + (e.unc or 0)
+            and _failure_kind(e) == kind]
     ranks = {e.rank for e in same if e.rank is not None}
     hosts = {host(e) for e in same}
     if known and len(ranks) >= policy.JOB_WAVE_SHARE * len(known) and len(hosts - {None}) >= 2 and _one_instant(same):

@@ -75,7 +75,9 @@ def stuck_collective(evs: Sequence[Ev]) -> Stuck:
                     named[k].append(e)
         pg, group = min((named or by_pg).items(), key=first_time)
         for ev in sorted(group, key=Ev.sort_key):
-            first_seq.setdefault(ev.rank, int(ev.m.capture(Capture.SEQ)))  # type: ignore[arg-type]
+            seq = ev.m.capture(Capture.SEQ)
+            if ev.rank is not None and seq is not None:  # (every grouped event has both: see above)
+                first_seq.setdefault(ev.rank, int(seq))
             by_rule[ev.rule.id] += 1
     else:
         by_rule.update(ev.rule.id for ev in evs if ev.rule.role is Role.COLLATERAL and Tag.TIMEOUT in ev.rule.tags)

@@ -130,7 +130,8 @@ def _went_on_by_position(e: Ev, life: Life) -> str | None:
         return None
     # a progress line that is older than the failure (stdout flushed at exit, after the traceback
     # on stderr) is not progress after it
-    if t is not None and e.t is not None and e.m.time_kind is TimeKind.OWN and t < e.m.time_ns:  # type: ignore[operator]
+    if t is not None and e.t is not None and e.m.time_kind is TimeKind.OWN and e.m.time_ns is not None \
+            and t < e.m.time_ns:
         return None
     return f"its progress went on in the same stream (to {'step ' + str(step) if step is not None else 'later steps'})"
 

@@ -98,7 +98,8 @@ def _pool(unexplained: Sequence[Ev]) -> tuple[list[Ev], Ev | None, list[Ev]]:
     timed_generic = [e for e in generic if e.t is not None]
     if timed and timed_generic:
         g, first = min(timed_generic, key=Ev.sort_key), min(timed, key=Ev.sort_key)
-        if first.t - g.t > policy.GENERIC_LEAD_NS + (g.unc or 0) + (first.unc or 0):  # type: ignore[operator]
+        if first.t is not None and g.t is not None \
+                and first.t - g.t > policy.GENERIC_LEAD_NS + (g.unc or 0) + (first.unc or 0):
             return list(unexplained), first, []
     ranks = {e.rank for e in specific}
     first_specific = min(specific, key=Ev.sort_key)
@@ -506,8 +507,8 @@ def _root_cause(w: _Work, root_ev: Ev | None, verdict: Verdict, decided: K, conf
     evidence = []
     if root_ev.m.line:
         evidence.append(Evidence(root_ev.m.path, root_ev.m.line, root_ev.m.text))
-    if wave:
-        same = [e for e in w.evs if e.rank in set(node_wave.ranks) and e.m is not root_ev.m  # type: ignore[union-attr]
+    if node_wave is not None:
+        same = [e for e in w.evs if e.rank in set(node_wave.ranks) and e.m is not root_ev.m
                 and e.rule.role is Role.PRIMARY][:3]
     else:
         same = [e for e in w.evs if e.rank is not None and e.rank == root_rank and e.m is not root_ev.m
