@@ -57,7 +57,8 @@ DIGEST = st.builds(
     Digest, source=SOURCE, matches=st.lists(MATCH, max_size=4).map(tuple),
     streams=st.lists(STREAM, max_size=3).map(tuple), anchors=st.lists(ANCHOR, max_size=3).map(tuple),
     identities=st.lists(IDENT, max_size=3).map(tuple), diagnostics=st.lists(DIAG, max_size=3).map(tuple),
-    bytes_read=I64, lines=I64, bytes_skipped=I64, lines_capped=I64)
+    bytes_read=I64, lines=I64, bytes_skipped=I64, lines_capped=I64, scan_reports=I64, candidate_lines=I64,
+    confirmed_matches=I64)
 
 
 @settings(max_examples=200, deadline=None)

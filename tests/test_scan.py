@@ -108,3 +108,52 @@ def test_a_pattern_the_combined_database_misses_is_found_by_its_keywords(monkeyp
     assert (0 in checked.rejected) == plain_missed
     again = HyperscanScanner([a, b], probes=lambda: {})  # from the disk cache: the same decision
     assert again.rejected == checked.rejected
+
+
+# --- the digest's cost counts (reports, candidate lines, confirmed matches) ------------------------
+
+def _watchdog(rank: int) -> str:
+    return (f"[rank{rank}]:[E0302 14:10:00.123456789 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught "
+            f"collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            f"Timeout(ms)=600000) ran for 600001 milliseconds before timing out.\n")
+
+
+NOISE = "2026-03-02 14:00:01,000 - train - INFO - step=5 loss=2.1\n" * 50
+#: has the keywords of a network rule and of the uncaught-exception rule, and is neither
+BENIGN = ("2026-03-02 14:00:01,000 - data - WARNING - retrying shard 00001 after ConnectionResetError: "
+          "[Errno 104] Connection reset by peer (attempt 1/5)\n")
+
+
+def test_digest_counts_what_the_fast_path_did(engine):
+    from conftest import digest_of
+
+    quiet = digest_of(engine, NOISE, name="job.out")
+    assert (quiet.scan_reports, quiet.candidate_lines, quiet.confirmed_matches) == (0, 0, 0)
+    fails = NOISE + "".join(_watchdog(r) for r in range(5))
+    d = digest_of(engine, fails, name="job.out")
+    assert d.candidate_lines == 5 and d.confirmed_matches == 5 and d.scan_reports >= 5
+    # benign keyword lines are candidates that nothing confirms
+    b = digest_of(engine, fails + BENIGN * 7, name="job.out")
+    assert b.candidate_lines == 12 and b.confirmed_matches == 5 and b.scan_reports >= 12
+
+
+def test_confirmed_counts_the_matches_past_the_caps(engine):
+    from conftest import digest_of
+
+    from correlator.extract.extractor import KEEP_FIRST, KEEP_LAST
+
+    n = 3 * (KEEP_FIRST + KEEP_LAST)
+    d = digest_of(engine, NOISE + _watchdog(3) * n, name="rank-3.log")
+    assert len(d.matches) == KEEP_FIRST + KEEP_LAST
+    assert d.confirmed_matches == n == d.candidate_lines
+
+
+def test_report_stats_sum_the_digests_counts(tmp_path):
+    from correlator.pipeline import Options, analyze
+
+    for r in range(4):
+        (tmp_path / f"rank-{r}.log").write_text(NOISE + _watchdog(r) + BENIGN * (r + 1))
+    stats = analyze([str(tmp_path)], Options(tz="UTC")).stats
+    assert stats.candidate_lines == 4 + (1 + 2 + 3 + 4)
+    assert stats.confirmed_matches == 4
+    assert stats.scan_reports >= stats.candidate_lines

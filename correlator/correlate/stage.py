@@ -104,7 +104,9 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         sources_unreadable=sum(1 for d in digests if any(x.level == "error" for x in d.diagnostics)),
         matches=len(matches), engine=engine_name, scanner=scanner,
         sources_skipped=accounting.sources_not_read(diags),
-        skipped=accounting.skip_accounting(diags, digests))
+        skipped=accounting.skip_accounting(diags, digests),
+        scan_reports=sum(d.scan_reports for d in digests), candidate_lines=sum(d.candidate_lines for d in digests),
+        confirmed_matches=sum(d.confirmed_matches for d in digests))
     return Report(
         verdict=out.verdict, root_cause=out.root, collateral=tuple(items), groups=tuple(groups),
         timeline=tuple(tl), ranks=tuple(rows), clocks=tuple(attribution.clock_rows(est)),

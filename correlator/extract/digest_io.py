@@ -22,7 +22,7 @@ with one row; every column is one field of ``Digest``, nested types follow ``cor
                              time_ns: int64?, exitcode: int64?, is_root_entry: bool, comm_size: int64?,
                              bus: int64?>>
     diagnostics  list<struct<level: string, path: string?, message: string, code: string, count: int64>>
-    bytes_read, lines, bytes_skipped, lines_capped: int64
+    bytes_read, lines, bytes_skipped, lines_capped, scan_reports, candidate_lines, confirmed_matches: int64
 
     Who = struct<rank: int64?, local_rank: int64?, task: int64?, host: string?, pid: int64?>
 

@@ -193,15 +193,22 @@ def _read_at(path: str, start: int, size: int) -> bytes:
         return f.read(size)
 
 
-def _scan_piece(path: str, start: int, end: int) -> tuple[int, int, Candidates]:
+#: a scanned piece: (start, end, its candidate lines, the scanner's reports on it)
+Piece = tuple[int, int, Candidates, int]
+
+
+def _scan_piece(path: str, start: int, end: int) -> Piece:
     """Candidate lines of ``path[start:end]`` (``start`` is a line start) as absolute offsets."""
     assert _ENGINE is not None
     return _scan_bytes(_ENGINE, _read_at(path, start, end - start), start, end)
 
 
-def _scan_bytes(engine: Engine, data: bytes, start: int, end: int) -> tuple[int, int, Candidates]:
-    lines = engine.scanner.scan(data, len(data))
-    return start, end, sorted((start + s, tuple(sorted(ids))) for s, ids in lines.items())
+def _scan_bytes(engine: Engine, data: bytes, start: int, end: int) -> Piece:
+    scanner = engine.scanner
+    before = getattr(scanner, "reports", 0)
+    lines = scanner.scan(data, len(data))
+    return (start, end, sorted((start + s, tuple(sorted(ids))) for s, ids in lines.items()),
+            getattr(scanner, "reports", 0) - before)
 
 
 def piece_bounds(path: str, size: int, piece: int = PIECE_BYTES) -> list[tuple[int, int]]:
@@ -239,8 +246,10 @@ class ReplayScanner:
     name = "replay"
     rejected: tuple[int, ...] = ()  # the scanner that found the candidates left none to keywords here
 
-    def __init__(self, pieces: Iterator[tuple[int, int, Candidates]]) -> None:
+    def __init__(self, pieces: Iterator[Piece]) -> None:
         self._pieces = pieces
+        #: the reports of the scans being replayed (counted as the pieces arrive)
+        self.reports = 0
         self._pending: deque[tuple[int, tuple[int, ...]]] = deque()
         self._covered = 0  # candidates are known for [0, _covered)
         self._cursor = 0
@@ -249,9 +258,10 @@ class ReplayScanner:
         lo, hi = self._cursor, self._cursor + end
         while self._covered < hi:
             try:
-                start, stop, cands = next(self._pieces)
+                start, stop, cands, reports = next(self._pieces)
             except StopIteration:
                 break
+            self.reports += reports
             if start != self._covered:
                 raise RuntimeError(f"replayed pieces out of order: {start} != {self._covered}")
             self._pending.extend(cands)
@@ -271,7 +281,7 @@ class ReplayScanner:
 
 
 def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[int, int]],
-                     ahead: int) -> Iterator[tuple[int, int, Candidates]]:
+                     ahead: int) -> Iterator[Piece]:
     queue: deque[Future] = deque()
     it = iter(bounds)
     for a, b in it:
@@ -287,7 +297,7 @@ def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[in
 
 
 def extract_split(src: SourceInfo, engine: Engine, opts: ExtractOptions,
-                  pieces: Iterator[tuple[int, int, Candidates]]) -> Digest:
+                  pieces: Iterator[Piece]) -> Digest:
     """``extract`` of a plain file whose candidate lines were found piece by piece elsewhere: the
     pieces' candidates are replayed in order to one extractor (rules and facts are the engine's)."""
     replay = ReplayScanner(pieces)

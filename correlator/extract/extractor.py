@@ -274,6 +274,11 @@ class _State:
         self.diags: list[Diagnostic] = []
         self.last_stamp: dict[tuple, int] = {}
         self.lines_capped = 0
+        #: the digest's cost counts: the scanner's reports on this source's regions (the scanner
+        #: counts over everything it scans), its candidate lines and confirmed matches
+        self.reports = 0
+        self.candidates = 0
+        self.confirmed = 0
         self.capped_line = 0  # the last over-long line counted (one line may come in several pieces)
         #: rule id -> [lines on which its pattern hit the time limit, first such line]
         self.timeouts: dict[str, list[int]] = {}
@@ -318,6 +323,7 @@ class _State:
             self.src = replace(self.src, file_rank=None)
 
     def add_match(self, m: Match, key: tuple) -> None:
+        self.confirmed += 1
         k = (m.rule_id, key)
         n = self.kept[k]
         self.kept[k] = n + 1
@@ -1504,7 +1510,8 @@ class Extractor:
             state.diags.append(Diagnostic("info", src.path, "timestamps without a year (glog/syslog): year inferred from the file's other stamps or its modification time",
                                           DiagCode.TIME_ASSUMED))
         return Digest(src, tuple(matches), tuple(streams), tuple(self.anchors.values()), tuple(state.identities),
-                      tuple(state.diags), self.total, self.lines_total, self.skipped, state.lines_capped)
+                      tuple(state.diags), self.total, self.lines_total, self.skipped, state.lines_capped,
+                      state.reports, state.candidates, state.confirmed)
 
 
 def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
@@ -1853,7 +1860,10 @@ def _process_data(state: _State, data: bytes, begin: int, end_region: int, keep_
     next_line = keep_line
     for a, b in _blocks(data, begin, end_region):
         _hygiene(state, data, offset + (a - begin), a, b, utf8=utf8)
+        reports = getattr(state.scanner, "reports", 0)
         lines = _scan_region(state.scanner, data, a, b)
+        state.reports += getattr(state.scanner, "reports", 0) - reports
+        state.candidates += len(lines)
         line_no, counted_to = _process_candidates(state, _Buffer(data, a, offset - begin, next_line), lines)
         next_line = line_no + _count_nl(data, counted_to, b)  # = keep_line + lines up to b
     size = end_region - begin

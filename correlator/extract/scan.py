@@ -236,6 +236,8 @@ class KeywordScanner:
             for kw in p.keywords:
                 by_kw.setdefault(kw.encode("utf-8"), []).append(p.id)
         self._keywords = tuple((kw, tuple(ids)) for kw, ids in by_kw.items())
+        #: keyword hits so far (a statistic: the digest reports each source's share)
+        self.reports = 0
 
     def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
         data = bytes(buf) if isinstance(buf, memoryview) else buf
@@ -254,6 +256,7 @@ class KeywordScanner:
                     lines[start] = set(ids)
                 else:
                     got.update(ids)
+                self.reports += 1
                 nl = data.find(b"\n", pos, end)
                 if nl < 0:
                     break
@@ -291,6 +294,9 @@ class HyperscanScanner:
         if db is not None:
             self._scratch = hyperscan.Scratch(db)
         self._fallback = KeywordScanner(rejected) if rejected else None
+        #: Hyperscan reports (and fallback keyword hits) so far: a statistic, each source's share
+        #: of it is in its digest
+        self.reports = 0
 
     def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
         data = bytes(buf[:end]) if isinstance(buf, memoryview) or end != len(buf) else buf
@@ -310,6 +316,7 @@ class HyperscanScanner:
             # the stub types ``data`` as str | bytes; the extension takes any buffer, a view too
             self._db.scan(data if whole else memoryview(data)[begin:end],  # type: ignore[type-var]
                           match_event_handler=on_match, scratch=self._scratch)
+            self.reports += len(ends)
         lines: dict[int, set[int]] = {}
         rfind, find = data.rfind, data.find
         last_start, last_end, last_set = -1, -1, None
@@ -328,8 +335,10 @@ class HyperscanScanner:
             nl = find(b"\n", at, end)
             last_start, last_end, last_set = start, (nl if nl >= 0 else end), got
         if self._fallback is not None:
+            before = self._fallback.reports
             for start, pids in self._fallback.scan_range(data, begin, end).items():
                 lines.setdefault(start, set()).update(pids)
+            self.reports += self._fallback.reports - before
         return lines
 
 

@@ -222,3 +222,9 @@ class Digest:
     bytes_skipped: int = 0
     #: lines whose text was cut to the line cap (the rest of the line was still scanned)
     lines_capped: int = 0
+    #: what the fast path cost, as counts: the scanner's reports (Hyperscan callbacks; keyword hits
+    #: of the fallback), the candidate lines they fell on, and the candidates a rule confirmed
+    #: (before the per-writer caps on kept matches)
+    scan_reports: int = 0
+    candidate_lines: int = 0
+    confirmed_matches: int = 0

@@ -194,6 +194,10 @@ class Stats:
     #: why inputs, bytes or lines were passed over or altered, by reason (``binary``, ``empty``,
     #: ``truncated``, ``not-a-log``, ``nul-bytes``, ...): ``{"sources": n, "bytes": b, "lines": l}``
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the extraction's counts over all sources (``Digest``'s fields of the same names)
+    scan_reports: int = 0
+    candidate_lines: int = 0
+    confirmed_matches: int = 0
 
 
 #: a field's metadata key: the JSON leaves the field out when its value is empty (it appears only
