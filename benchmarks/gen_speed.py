@@ -10,6 +10,22 @@ SIGTERM their workers and the step is cancelled):
   (10 GB) can be piped without being held anywhere;
 - ``long-line``: a log with one line of N bytes in the middle (the bounded-memory case).
 
+The body of the logs (what the ranks print while they train) comes in styles (``--style``), each a
+kind of job whose density of rule keywords differs (the matrix of ``benchmarks/speed.py``):
+
+- ``ours``: Python logging, DeepSpeed, Megatron, tqdm and NCCL init lines, ~2 % with a keyword;
+- ``deepspeed``: DeepSpeed/HF step-and-timer heavy: ~150-byte lines (~7 M lines per GB), DeepSpeed's
+  ``log_dist``/timer lines and fp16 ``OVERFLOW! Rank N Skipping step`` lines (a context rule's),
+  HF Trainer and Python logging, loguru's ANSI lines, a caught traceback every ~1 MB;
+- ``nccl``: ``NCCL_DEBUG=INFO`` heavy: a communicator's init block (rings, trees, channels) and
+  its destroy (``[Service thread] Connection closed by localRank N``, no stamps) every 16 steps, as
+  a job that makes and frees a sub-group's communicator prints them;
+- ``tqdm``: tqdm bars (``█▏▎▍▌▋▊▉``: non-ASCII) whose ``\r`` frames run on one line until a
+  logging line ends it;
+- ``traceback``: ``ours`` plus a caught (logged and retried) traceback every ~300 lines.
+
+The wordings are the real ones these tools print (the benign corpus ``rules/benign/`` has them).
+
 About 2 % of the lines contain a rule keyword without being a failure (Megatron's per-iteration
 ``number of nan iterations:   0`` summary, retried data reads), as real logs do; the failure and
 its cascade sit at the very end of each stream. Generation is template-based: one step's lines
@@ -101,6 +117,157 @@ def _step_lines(step: int, rnd: random.Random, ranks: int) -> list[str]:
     return out
 
 
+_ANSI = {"g": "\x1b[32m", "b": "\x1b[1m", "c": "\x1b[36m", "0": "\x1b[0m"}
+
+
+#: what a caught read error says (``logger.exception`` before a retry): a peer reset (no rule
+#: confirms it), a timeout (the generic uncaught-exception rule does) and an EIO (a storage rule does)
+_CAUGHT = ("ConnectionResetError: [Errno 104] Connection reset by peer",
+           'botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL: '
+           '"https://s3.us-east-1.amazonaws.com/corpus/shard-{shard:05d}.tar"',
+           "OSError: [Errno 5] Input/output error: '/lustre/corpus/shard-{shard:05d}.tar'")
+
+
+def _caught_traceback(t: datetime, rnd: random.Random, step: int) -> list[str]:
+    """A data read that failed, was logged with its traceback, and retried: not a failure (the
+    rank's training goes on after it)."""
+    shard = rnd.randint(0, 4095)
+    return [f"{_py(t)} - data - ERROR - reading shard {shard:05d} failed, retrying in 2 s (attempt 1/5)",
+            "Traceback (most recent call last):",
+            '  File "/workspace/data/shards.py", line 142, in read',
+            "    return self._fs.cat_file(path)",
+            '  File "/usr/local/lib/python3.11/site-packages/fsspec/spec.py", line 771, in cat_file',
+            '    with self.open(path, "rb", **kwargs) as f:',
+            _CAUGHT[step % len(_CAUGHT)].format(shard=shard),
+            f"{_py(t + timedelta(seconds=2))} - data - INFO - shard {shard:05d} read on retry (step {step})"]
+
+
+def _ds_step_lines(step: int, rnd: random.Random, ranks: int) -> list[str]:
+    """One optimizer step of a DeepSpeed + HF Trainer job: ~13 lines of ~150 bytes."""
+    t = T0 + timedelta(seconds=60 + step * STEP_S)
+    loss = 2.9 - 0.6 * min(step, 50_000) / 50_000 + rnd.random() * 0.05
+    out = []
+    for mb in range(4):
+        tt = _py(t + timedelta(milliseconds=mb * 180 + rnd.randint(0, 9)))
+        out.append(f"{tt} - train - DEBUG - micro_step={step * 4 + mb} fwd={rnd.uniform(30, 40):.2f}ms "
+                   f"bwd={rnd.uniform(60, 80):.2f}ms allreduce_bucket={mb % 12} wait={rnd.uniform(0, 3):.2f}ms "
+                   f"seq_len=4096 tokens=16384")
+        out.append(f"{tt} - data - DEBUG - shard {(step * 4 + mb) % 4096:05d} offset {rnd.randint(0, 1 << 30)} "
+                   f"read 512 samples in {rnd.uniform(2, 30):.1f} ms (queue depth {rnd.randint(1, 8)})")
+    ds = _py(t + timedelta(milliseconds=700))
+    out.append(f"[{ds}] [INFO] [logging.py:128:log_dist] [Rank @R@] step={step}, skipped={step // 80}, "
+               f"lr=[0.0003], mom=[(0.9, 0.95)]")
+    out.append(f"[{ds}] [INFO] [timer.py:264:stop] epoch=0/micro_step={step * 4}/global_step={step}, "
+               f"RunningAvgSamplesPerSec={500 + rnd.random() * 20:.3f}, CurrSamplesPerSec={500 + rnd.random() * 20:.3f}, "
+               f"MemAllocated=61.2GB, MaxMemAllocated=70.1GB")
+    out.append(f"[{ds}] [INFO] [logging.py:128:log_dist] [Rank @R@] time (ms) | fwd_microstep: "
+               f"{rnd.uniform(140, 160):.2f} | bwd_microstep: {rnd.uniform(280, 320):.2f} | step_microstep: "
+               f"{rnd.uniform(10, 14):.2f}")
+    if step % 80 == 40:  # fp16 dynamic loss scaling: the scale overflowed, the step is skipped
+        scale = 1 << (16 - (step // 80) % 8)
+        out.append(f"[{ds}] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank @R@ Skipping step. "
+                   f"Attempted loss scale: {scale}, reducing to {scale // 2}")
+    out.append(f"{{'loss': {loss:.4f}, 'grad_norm': {0.8 + rnd.random():.4f}, 'learning_rate': 0.0003, "
+               f"'epoch': {step / 200_000:.4f}, 'num_input_tokens_seen': {step * 4 * 16384}}}")
+    hf = (t + timedelta(milliseconds=720)).strftime("%Y-%m-%d %H:%M:%S,") + "720"
+    out.append(f"[INFO|trainer.py:2031] {hf} >> step {step}: {150_000 + rnd.randint(0, 9999)} tokens/s, "
+               f"{rnd.uniform(0.8, 0.9):.3f} s/it, {rnd.uniform(140, 145):.1f} TFLOP/s per GPU")
+    lt = (t + timedelta(milliseconds=730)).strftime("%Y-%m-%d %H:%M:%S.") + "730"
+    a = _ANSI
+    out.append(f"{a['g']}{lt}{a['0']} | {a['b']}INFO    {a['0']} | {a['c']}train.loop{a['0']}:{a['c']}step{a['0']}:"
+               f"{a['c']}214{a['0']} - {a['b']}[@H@:@L@] step {step} done, MFU {0.45 + rnd.random() * 0.02:.3f}{a['0']}")
+    if step % 500 == 250:  # a few caught tracebacks (one every ~1 MB)
+        out.extend(_caught_traceback(t + timedelta(milliseconds=750), rnd, step))
+    return out
+
+
+def _nccl_block(step: int, ranks: int, destroy: bool) -> list[str]:
+    """A sub-communicator's NCCL_DEBUG=INFO init (or its destroy): the lines NCCL prints per rank."""
+    nh = "@H@:@P@:@P@"
+    comm = f"0x55d3a8e{step % 0xfffff:05x}"
+    if destroy:
+        return ["@H@:@P@:@T@ [@L@] NCCL INFO [Service thread] Connection closed by localRank @L@",
+                f"{nh} [@L@] NCCL INFO comm {comm} rank @R@ nranks {ranks} cudaDev @L@ busId @L@8000 - Destroy COMPLETE"]
+    out = [f"{nh} [@L@] NCCL INFO Using network IB",
+           f"{nh} [@L@] NCCL INFO ncclCommInitRank comm {comm} rank @R@ nranks {ranks} cudaDev @L@ nvmlDev @L@ "
+           f"busId @L@8000 commId 0x2f6c1e9a{step % 0xffffffff:08x} - Init START",
+           f"{nh} [@L@] NCCL INFO Setting affinity for GPU @L@ to ffffffff,00000000,ffffffff",
+           f"{nh} [@L@] NCCL INFO comm {comm} rank @R@ nRanks {ranks} nNodes {max(1, ranks // PER_NODE)} localRanks "
+           f"{PER_NODE} localRank @L@ MNNVL 0"]
+    for ch in range(4):
+        out.append(f"{nh} [@L@] NCCL INFO Channel {ch:02d}/24 :    0   1   2   3   4   5   6   7")
+    out.append(f"{nh} [@L@] NCCL INFO Trees [0] 1/8/-1->@R@->-1 [1] -1/-1/-1->@R@->7 [2] 1/-1/-1->@R@->-1")
+    out.append(f"{nh} [@L@] NCCL INFO P2P Chunksize set to 524288")
+    for ch in range(4):
+        out.append(f"{nh} [@L@] NCCL INFO Channel {ch:02d}/0 : @R@[@L@] -> {1}[1] via P2P/CUMEM/read")
+    out += [f"{nh} [@L@] NCCL INFO Connected all rings",
+            f"{nh} [@L@] NCCL INFO Connected all trees",
+            f"{nh} [@L@] NCCL INFO threadThresholds 8/8/64 | 128/8/64 | 512 | 512",
+            f"{nh} [@L@] NCCL INFO 24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, "
+            f"32 p2p channels per peer",
+            f"{nh} [@L@] NCCL INFO ncclCommInitRank comm {comm} rank @R@ nranks {ranks} cudaDev @L@ nvmlDev @L@ "
+            f"busId @L@8000 commId 0x2f6c1e9a{step % 0xffffffff:08x} - Init COMPLETE",
+            f"{nh} [@L@] NCCL INFO Init timings: rank @R@ nranks {ranks} total 1.84 (kernels 0.27, bootstrap 0.61, "
+            f"allgathers 0.04, topo 0.38, graphs 0.05, connections 0.44, rest 0.05)"]
+    return out
+
+
+def _nccl_step_lines(step: int, rnd: random.Random, ranks: int) -> list[str]:
+    """A step of a job whose code makes (and frees) a sub-group's communicator every few steps."""
+    t = T0 + timedelta(seconds=60 + step * STEP_S)
+    loss = 2.9 - 0.6 * min(step, 50_000) / 50_000 + rnd.random() * 0.05
+    out = [f"{_py(t)} - train - INFO - step={step} loss={loss:.4f} lr=3.000e-04 grad_norm={0.8 + rnd.random():.3f}"]
+    for mb in range(4):
+        out.append(f"{_py(t + timedelta(milliseconds=mb * 40))} - train - DEBUG - micro_step={step * 4 + mb} "
+                   f"fwd={rnd.uniform(30, 40):.2f}ms bwd={rnd.uniform(60, 80):.2f}ms")
+    if step % 16 == 0:
+        out.extend(_nccl_block(step, ranks, destroy=False))
+    elif step % 16 == 8:
+        out.extend(_nccl_block(step - 8, ranks, destroy=True))
+    return out
+
+
+_BLOCKS = " ▏▎▍▌▋▊▉█"
+
+
+def _bar(frac: float, width: int = 10) -> str:
+    full = frac * width
+    n = int(full)
+    part = int((full - n) * 8)
+    return ("█" * n + (_BLOCKS[part] if n < width and part else "")).ljust(width)
+
+
+def _tqdm_step_lines(step: int, rnd: random.Random, ranks: int) -> list[str]:
+    """tqdm frames (``\r`` each, no newline) until a logging line ends the line: one per step here,
+    twenty frames a step (the bar refreshes on the data loader's batches)."""
+    t = T0 + timedelta(seconds=60 + step * STEP_S)
+    total = 20 * 200_000
+    frames = []
+    for k in range(20):
+        n = step * 20 + k
+        frac = n / total
+        el = int(n * 0.0425)
+        rem = int((total - n) * 0.0425)
+        frames.append(f"\rEpoch 0: {frac * 100:3.0f}%|{_bar(frac * 100 % 1)}| {n}/{total} [{el // 3600:02d}:"
+                      f"{el // 60 % 60:02d}:{el % 60:02d}<{rem // 3600}:{rem // 60 % 60:02d}:{rem % 60:02d}, "
+                      f"{23 + rnd.random():.2f}it/s, loss={2.5 + rnd.random() * 0.1:.3f}, v_num=0]")
+    loss = 2.9 - 0.6 * min(step, 50_000) / 50_000 + rnd.random() * 0.05
+    return ["".join(frames) + f"{_py(t)} - train - INFO - step={step} loss={loss:.4f} lr=3.000e-04"]
+
+
+def _traceback_step_lines(step: int, rnd: random.Random, ranks: int) -> list[str]:
+    """``ours``, with a caught traceback every eight steps (~300 lines)."""
+    out = _step_lines(step, rnd, ranks)
+    if step % 8 == 3:
+        out.extend(_caught_traceback(T0 + timedelta(seconds=60 + step * STEP_S + 0.75), rnd, step))
+    return out
+
+
+#: the body styles: one step of one rank (with @R@/@L@/@H@/@P@/@T@ placeholders)
+STYLES = {"ours": _step_lines, "deepspeed": _ds_step_lines, "nccl": _nccl_step_lines, "tqdm": _tqdm_step_lines,
+          "traceback": _traceback_step_lines}
+
+
 def _head_lines(rank: int, ranks: int) -> list[str]:
     host, lr, pid = _host(rank), rank % PER_NODE, 40_000 + rank
     t = _py(T0)
@@ -174,30 +341,38 @@ def _agent_lines(ranks: int, steps: int, fail_rank: int) -> list[str]:
 
 
 def _fill(text: bytes, rank: int) -> bytes:
-    return (text.replace(b"@R@", str(rank).encode()).replace(b"@L@", str(rank % PER_NODE).encode())
-            .replace(b"@H@", _host(rank).encode()))
+    out = (text.replace(b"@R@", str(rank).encode()).replace(b"@L@", str(rank % PER_NODE).encode())
+           .replace(b"@H@", _host(rank).encode()))
+    if b"@P@" in out or b"@T@" in out:  # the process and its NCCL service thread
+        out = out.replace(b"@P@", str(40_000 + rank).encode()).replace(b"@T@", str(40_071 + rank).encode())
+    return out
 
 
-def _body_blocks(target: int, ranks: int, seed: int, steps_per_block: int = 64) -> Iterator[tuple[int, bytes]]:
+def _body_blocks(target: int, ranks: int, seed: int, steps_per_block: int = 64,
+                 style: str = "ours") -> Iterator[tuple[int, bytes]]:
     """(first step, bytes) blocks of placeholder lines until about ``target`` bytes per rank."""
     rnd = random.Random(seed)
+    step_lines = STYLES[style]
     step, made = 1, 0
     while made < target:
         lines: list[str] = []
         for s in range(step, step + steps_per_block):
-            lines.extend(_step_lines(s, rnd, ranks))
+            lines.extend(step_lines(s, rnd, ranks))
         block = ("\n".join(lines) + "\n").encode()
         yield step, block
         made += len(block)
         step += steps_per_block
 
 
-def gen_ranks(out_dir: str, ranks: int, per_rank: int, fail_rank: int = FAIL_RANK_DEFAULT, seed: int = 1) -> int:
+def gen_ranks(out_dir: str, ranks: int, per_rank: int, fail_rank: int = FAIL_RANK_DEFAULT, seed: int = 1,
+              style: str = "ours") -> int:
     """One file per rank of about ``per_rank`` bytes, plus the agents' ``slurm-<job>.out``; returns bytes written."""
     os.makedirs(out_dir, exist_ok=True)
     fail_rank = fail_rank % ranks
-    blocks = list(_body_blocks(per_rank, ranks, seed))
-    steps = blocks[-1][0] + 63 if blocks else 0
+    # (a small file: steps a few at a time, so that its size stays near ``per_rank``)
+    spb = max(1, min(64, per_rank // (64 << 10)))
+    blocks = list(_body_blocks(per_rank, ranks, seed, steps_per_block=spb, style=style))
+    steps = blocks[-1][0] + spb - 1 if blocks else 0
     body = b"".join(b for _, b in blocks)
     total = 0
     for r in range(ranks):
@@ -217,7 +392,8 @@ def _prefix(rank: int) -> bytes:
     return f"{rank // PER_NODE}: [default{rank % PER_NODE}]:[rank{rank}]:".encode()
 
 
-def combined_stream(size: int, ranks: int, fail_rank: int = FAIL_RANK_DEFAULT, seed: int = 1) -> Iterator[bytes]:
+def combined_stream(size: int, ranks: int, fail_rank: int = FAIL_RANK_DEFAULT, seed: int = 1,
+                    style: str = "ours") -> Iterator[bytes]:
     """The ``srun --label`` stream of the whole job, lazily, in blocks of a few MB (about ``size`` bytes)."""
     fail_rank = fail_rank % ranks
     prefixes = [_prefix(r) for r in range(ranks)]
@@ -227,7 +403,7 @@ def combined_stream(size: int, ranks: int, fail_rank: int = FAIL_RANK_DEFAULT, s
     yield b"".join(out)
     per_rank = max(1, size // ranks)
     last_step = 1
-    for step, block in _body_blocks(per_rank, ranks, seed, steps_per_block=1):
+    for step, block in _body_blocks(per_rank, ranks, seed, steps_per_block=1, style=style):
         # each rank's step comes out as one chunk (a flushed buffer), ranks interleaved
         lines = block.rstrip(b"\n").split(b"\n")
         tmpl = b"@P@" + b"\n@P@".join(lines) + b"\n"
@@ -239,11 +415,12 @@ def combined_stream(size: int, ranks: int, fail_rank: int = FAIL_RANK_DEFAULT, s
     yield b"".join(tail) + ("\n".join(_agent_lines(ranks, last_step, fail_rank)) + "\n").encode()
 
 
-def gen_combined(out: BinaryIO, size: int, ranks: int, fail_rank: int = FAIL_RANK_DEFAULT, seed: int = 1) -> int:
+def gen_combined(out: BinaryIO, size: int, ranks: int, fail_rank: int = FAIL_RANK_DEFAULT, seed: int = 1,
+                 style: str = "ours") -> int:
     total = 0
     pending: list[bytes] = []
     pending_n = 0
-    for chunk in combined_stream(size, ranks, fail_rank, seed):
+    for chunk in combined_stream(size, ranks, fail_rank, seed, style):
         pending.append(chunk)
         pending_n += len(chunk)
         if pending_n >= (4 << 20):
@@ -293,11 +470,13 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--size", type=parse_size, help="total bytes (split over the ranks)")
     g.add_argument("--per-rank", type=parse_size, help="bytes per rank file")
     r.add_argument("--fail-rank", type=int, default=FAIL_RANK_DEFAULT)
+    r.add_argument("--style", choices=sorted(STYLES), default="ours", help="what the ranks print while training")
     r.add_argument("-o", "--out", required=True, help="output folder")
     c = sub.add_parser("combined", help="one srun --label stream")
     c.add_argument("--ranks", type=int, default=64)
     c.add_argument("--size", type=parse_size, default=parse_size("1G"))
     c.add_argument("--fail-rank", type=int, default=FAIL_RANK_DEFAULT)
+    c.add_argument("--style", choices=sorted(STYLES), default="ours", help="what the ranks print while training")
     c.add_argument("-o", "--out", default="-", help="output file, or - for stdout")
     ll = sub.add_parser("long-line", help="one huge line")
     ll.add_argument("--size", type=parse_size, default=parse_size("1G"))
@@ -306,10 +485,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.layout == "ranks":
             per = a.per_rank if a.per_rank else (a.size or parse_size("1G")) // a.ranks
-            n = gen_ranks(a.out, a.ranks, per, a.fail_rank)
+            n = gen_ranks(a.out, a.ranks, per, a.fail_rank, style=a.style)
         elif a.layout == "combined":
             with _open_out(a.out) as f:
-                n = gen_combined(f, a.size, a.ranks, a.fail_rank)
+                n = gen_combined(f, a.size, a.ranks, a.fail_rank, style=a.style)
         else:
             with _open_out(a.out) as f:
                 n = gen_long_line(f, a.size)
