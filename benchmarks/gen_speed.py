@@ -241,16 +241,16 @@ def _tqdm_step_lines(step: int, rnd: random.Random, ranks: int) -> list[str]:
     """tqdm frames (``\r`` each, no newline) until a logging line ends the line: one per step here,
     twenty frames a step (the bar refreshes on the data loader's batches)."""
     t = T0 + timedelta(seconds=60 + step * STEP_S)
-    total = 20 * 200_000
+    total = 2000  # batches per epoch
     frames = []
     for k in range(20):
-        n = step * 20 + k
+        epoch, n = divmod(step * 20 + k, total)
         frac = n / total
         el = int(n * 0.0425)
         rem = int((total - n) * 0.0425)
-        frames.append(f"\rEpoch 0: {frac * 100:3.0f}%|{_bar(frac * 100 % 1)}| {n}/{total} [{el // 3600:02d}:"
-                      f"{el // 60 % 60:02d}:{el % 60:02d}<{rem // 3600}:{rem // 60 % 60:02d}:{rem % 60:02d}, "
-                      f"{23 + rnd.random():.2f}it/s, loss={2.5 + rnd.random() * 0.1:.3f}, v_num=0]")
+        frames.append(f"\rEpoch {epoch}: {frac * 100:3.0f}%|{_bar(frac)}| {n}/{total} [{el // 60:02d}:{el % 60:02d}<"
+                      f"{rem // 60:02d}:{rem % 60:02d}, {23 + rnd.random():.2f}it/s, loss={2.5 + rnd.random() * 0.1:.3f}, "
+                      f"v_num=0]")
     loss = 2.9 - 0.6 * min(step, 50_000) / 50_000 + rnd.random() * 0.05
     return ["".join(frames) + f"{_py(t)} - train - INFO - step={step} loss={loss:.4f} lr=3.000e-04"]
 

@@ -1,30 +1,44 @@
-"""Speed and memory of ``correlate`` against ``rg -c`` and ``grep -E -c``, measured in one run.
+"""The speed matrix: ``correlate`` against ``rg -c`` and ``grep -E -c`` on every style of job, in one run.
 
-    python benchmarks/speed.py                 # the full benchmark (generates ~9 GB under --data)
-    python benchmarks/speed.py --quick         # a smaller version of the same, for a first look
+    python benchmarks/speed.py                          # the matrix at 1 GB per job (~7 GB under --data)
+    python benchmarks/speed.py --size 128M --repeat 1   # a quick look
+    python benchmarks/speed.py --styles deepspeed,srun256 --json out.json
 
-It generates (once; reused while the generator is unchanged) a 1 GB / 64-rank job of one file per
-rank, a 4096-rank job of ~1 MB files, and 64-rank jobs of 0.25, 0.5 and 2 GB, all with
-``benchmarks/gen_speed.py``. Then, for each job and in the same run (so that the ratios hold on a
-machine shared with others), it times:
+Each job of the matrix is one kind of log (``benchmarks/gen_speed.py``'s styles), ``--size`` in all
+(1 GB by default), with the same failure at its end: one rank (37) dies of a CUDA OOM, every other
+rank's NCCL watchdog times out ten minutes later, the agents SIGTERM the workers and SLURM cancels
+the step. The jobs:
 
-- ``correlate DIR --format json`` -- the complete analysis: extraction on all cores, correlation,
-  report;
-- ``rg -c -f PATTERNS DIR`` (all cores) and ``grep -E -c -r -f PATTERNS DIR`` (one core) with the
-  ~40 failure patterns of ``benchmarks/patterns.py``: the rules' own regexes, rewritten for each
-  tool's syntax;
+============  =======================================================================================
+``ours``      64 rank files of the text the benchmark always had (~2 % of the lines hold a keyword)
+``deepspeed`` 64 rank files, DeepSpeed/HF step-and-timer heavy: ~130-byte lines, ``OVERFLOW! Rank N
+              Skipping step`` lines, HF/Python logging, loguru ANSI lines, a caught traceback per MB
+``nccl``      64 rank files, ``NCCL_DEBUG=INFO`` heavy: init blocks and unstamped ``Connection closed
+              by localRank N`` lines
+``tqdm``      64 rank files of tqdm bars: non-ASCII, ``\\r`` frames on ~2 KB lines
+``traceback`` 64 rank files of ``ours`` with a caught traceback every ~300 lines
+``srun256``   one ``srun --label`` stream of 256 ranks in the ``deepspeed`` style
+``files4096`` 4096 rank files of ``--size``/1024 (1 MB at 1 GB: 4 GB in all), ``deepspeed`` style
+============  =======================================================================================
 
-and prints wall time (best of ``--repeat`` runs, warm page cache), throughput, the ratios
-correlate/rg and correlate/grep, and each tool's peak RSS (the process tree's maximum resident set,
-from ``getrusage(RUSAGE_CHILDREN)`` of a wrapper process). The last table is correlate's time per GB
-at 0.25, 0.5, 1 and 2 GB (and rg's, for reference): as measured, and above the start of a pooled run
-(the same command on a 32 MB job of 64 ranks, run in the same rounds): the first includes the fixed
-start (interpreter, pool, rules, report: about a third of a second) and so falls with the size; the
-second is flat if the cost grows linearly with the input. It is the median over rounds of each
-round's difference to that round's start (with the interquartile range): the small sizes differ from
-the start by a tenth of a second, which one burst of load elsewhere would move by a fifth.
+For each job, in the same run and interleaved run by run (a burst of load elsewhere on a shared
+machine hits every tool alike), it times ``correlate DIR --format json -o FILE`` (the complete
+analysis), ``rg -c -f PATTERNS DIR`` and ``LC_ALL=C grep -E -c -r -f PATTERNS DIR`` with the ~40
+failure patterns of ``benchmarks/patterns.py`` (the rules' own regexes, rewritten for each tool;
+word boundaries ASCII: ``(?-u:\\b)`` for rg, the C locale for grep). Every correlate run's report is
+checked: the verdict must be rank 37's CUDA OOM with the watchdog timeouts of every other rank as
+its collateral (a fast wrong answer is no answer: the run fails).
 
-``--json FILE`` also writes every measurement as JSON.
+Printed per job (best of ``--repeat`` by wall time, warm page cache): wall and CPU seconds (user +
+system of the whole process tree), MB/s, correlate/rg by wall and by CPU, correlate/grep; what the
+extraction's fast path did per MB (Hyperscan reports, candidate lines, confirmed matches: the
+report's ``stats``), lines per MB; CPU seconds per GB; and peak RSS of the process tree (the
+largest sum at one sample), of the largest single process and of correlate's parent process
+(``benchmarks/measure.py``). The jobs are generated under ``--data`` once and reused while the
+generator is unchanged (a marker with its hash and the job's parameters).
+
+``--scaling`` adds the older series of the ``ours`` style at 0.25 .. 2 GB (time per GB as measured
+and above the start of a run); ``--json FILE`` writes every measurement.
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -49,54 +64,192 @@ import patterns  # noqa: E402
 
 GB = 1 << 30
 
-_WRAPPER = (
-    "import resource, subprocess, sys, time\n"
-    "t = time.perf_counter()\n"
-    "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-    "dt = time.perf_counter() - t\n"
-    "print(dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)\n"
+
+@dataclass(frozen=True)
+class Job:
+    """One job of the matrix."""
+
+    name: str
+    style: str
+    ranks: int
+    #: one srun --label stream instead of a file per rank
+    combined: bool = False
+    #: its bytes, in multiples of ``--size``
+    scale: int = 1
+
+
+MATRIX = (
+    Job("ours", "ours", 64),
+    Job("deepspeed", "deepspeed", 64),
+    Job("nccl", "nccl", 64),
+    Job("tqdm", "tqdm", 64),
+    Job("traceback", "traceback", 64),
+    Job("srun256", "deepspeed", 256, combined=True),
+    Job("files4096", "deepspeed", 4096, scale=4),
 )
+JOBS = {j.name: j for j in MATRIX}
 
 
 def _gen_version() -> str:
     return hashlib.sha256((HERE / "gen_speed.py").read_bytes()).hexdigest()[:12]
 
 
-def ensure_job(data: Path, name: str, ranks: int, per_rank: int) -> Path:
-    """The job folder, generated unless an identical one is there."""
-    out = data / name
+def ensure_job(data: Path, job: Job, size: int) -> Path:
+    """The job's folder, generated unless an identical one is there."""
+    size *= job.scale
+    out = data / f"{job.name}-{size >> 20}M"
     marker = out / ".generated"
-    want = f"{_gen_version()} ranks={ranks} per_rank={per_rank}"
+    want = f"{_gen_version()} style={job.style} ranks={job.ranks} combined={job.combined} size={size}"
     if marker.exists() and marker.read_text() == want:
         return out
     if out.exists():
         shutil.rmtree(out)
     t = time.perf_counter()
-    print(f"  generating {name} ({ranks} ranks x {per_rank / 1e6:.1f} MB) ...", file=sys.stderr, flush=True)
-    gen_speed.gen_ranks(str(out), ranks, per_rank)
+    print(f"  generating {out.name} ({job.style}, {job.ranks} ranks{', one srun --label stream' if job.combined else ''}"
+          f", {size / 1e6:.0f} MB) ...", file=sys.stderr, flush=True)
+    out.mkdir(parents=True)
+    if job.combined:
+        with open(out / f"slurm-{gen_speed.JOB_ID}.out", "wb") as f:
+            gen_speed.gen_combined(f, size, job.ranks, style=job.style)
+    else:
+        gen_speed.gen_ranks(str(out), job.ranks, max(4096, size // job.ranks), style=job.style)
     marker.write_text(want)
     print(f"  ... {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     return out
 
 
-def du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+def _files(path: Path) -> list[Path]:
+    return [p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")]
 
 
-def measure(cmd: list[str], repeat: int) -> tuple[float, float, int]:
-    """(best wall seconds, peak RSS MB of the best run's process tree, exit code)."""
-    best = (float("inf"), 0.0, 0)
+def warm(path: Path) -> tuple[int, int]:
+    """Read the job into the page cache; returns (bytes, lines)."""
+    size = lines = 0
+    for p in _files(path):
+        with open(p, "rb") as f:
+            while block := f.read(16 << 20):
+                size += len(block)
+                lines += block.count(b"\n")
+    return size, lines
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    """One run of ``cmd`` under ``benchmarks/measure.py``: wall, CPU, peak RSS."""
+    out = subprocess.run([sys.executable, str(HERE / "measure.py"), *cmd], capture_output=True, text=True,
+                         env={**os.environ, **(env or {})})
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError(f"measure.py failed on {cmd[:3]}: {out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def check_verdict(report: dict, job: Job) -> list[str]:
+    """What is wrong with the report of ``job`` (nothing: an empty list)."""
+    from correlator.model.ranks import expand_ranks
+
+    fail = gen_speed.FAIL_RANK_DEFAULT % job.ranks
+    wrong = []
+    root = report.get("root_cause") or {}
+    if report.get("verdict") != "root_cause":
+        wrong.append(f"verdict {report.get('verdict')!r}, not 'root_cause'")
+    if (root.get("rank"), root.get("rule")) != (fail, "cuda.out-of-memory"):
+        wrong.append(f"root {root.get('rule')} on rank {root.get('rank')}, not cuda.out-of-memory on rank {fail}")
+    others = set(range(job.ranks)) - {fail}
+    timeouts = [g for g in report.get("groups", []) if g.get("rule") == "nccl.watchdog-collective-timeout"]
+    got = set(expand_ranks(timeouts[0]["ranks"])) if timeouts else set()
+    if not timeouts or timeouts[0].get("label") != "collateral" or got != others:
+        wrong.append(f"the watchdog timeouts of the {len(others)} other ranks are not all collateral "
+                     f"({len(got)} ranks, label {timeouts[0].get('label') if timeouts else None})")
+    return wrong
+
+
+def tools(pat_rg: Path, pat_ere: Path) -> dict[str, tuple[list[str], dict[str, str]] | None]:
+    return {
+        "correlate": ([sys.executable, "-m", "correlator", "{dir}", "--format", "json", "-o", "{out}"], {}),
+        "rg": (["rg", "-c", "-f", str(pat_rg), "{dir}"], {}) if shutil.which("rg") else None,
+        "grep": (["grep", "-E", "-c", "-r", "-f", str(pat_ere), "{dir}"], {"LC_ALL": "C"})
+        if shutil.which("grep") else None,
+    }
+
+
+def bench_job(job: Job, path: Path, cmds: dict, repeat: int, report_path: Path) -> dict:
+    size, nlines = warm(path)
+    mb = size / 1e6
+    row: dict = {"job": job.name, "style": job.style, "ranks": job.ranks, "files": len(_files(path)),
+                 "bytes": size, "lines": nlines, "lines_per_mb": round(nlines / mb, 1)}
+    runs: dict[str, list[dict]] = {k: [] for k, v in cmds.items() if v}
+    stats: dict = {}
+    wrong: list[str] = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True)
-        dt, kib, code = out.stdout.split()
-        if float(dt) < best[0]:
-            best = (float(dt), int(kib) / 1024, int(code))
-    return best
+        for name, spec in cmds.items():
+            if not spec:
+                continue
+            cmd, env = spec
+            if report_path.exists():
+                report_path.unlink()
+            r = measure([c.replace("{dir}", str(path)).replace("{out}", str(report_path)) for c in cmd], env)
+            runs[name].append(r)
+            if name == "correlate":
+                try:
+                    report = json.loads(report_path.read_text())
+                except (OSError, ValueError) as e:
+                    wrong.append(f"no report ({e}); exit {r['exit']}")
+                    continue
+                stats = report.get("stats", {})
+                wrong += [w for w in check_verdict(report, job) if w not in wrong]
+    for name, rs in runs.items():
+        best = min(rs, key=lambda r: r["wall_s"])
+        row[name] = {**best, "mb_s": round(size / best["wall_s"] / 1e6, 1), "cpu_s_per_gb": round(best["cpu_s"] / (size / 1e9), 3),
+                     "walls": [r["wall_s"] for r in rs], "cpus": [r["cpu_s"] for r in rs],
+                     "min_cpu_s": min(r["cpu_s"] for r in rs)}
+    c = row["correlate"]
+    for other in ("rg", "grep"):
+        if other in row:
+            row[f"correlate/{other}"] = round(c["wall_s"] / row[other]["wall_s"], 2)
+            row[f"correlate/{other} cpu"] = round(c["min_cpu_s"] / max(1e-3, row[other]["min_cpu_s"]), 2)
+    row["per_mb"] = {k: round(stats.get(k, 0) / mb, 2) for k in ("scan_reports", "candidate_lines", "confirmed_matches")}
+    row["matches_kept"] = stats.get("matches")
+    row["verdict_ok"] = not wrong
+    row["verdict_wrong"] = wrong
+    return row
 
 
-#: rounds of the 0.25 .. 2 GB series (at least; ``--repeat`` when higher): the small sizes differ from
-#: the start by a tenth of a second, and one run on a shared machine varies by a few hundredths, so
-#: their per-GB figure is the median of many rounds (about 80 s in all)
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else x
+
+
+def print_matrix(rows: list[dict]) -> None:
+    print()
+    print(f"{'job':10} {'files':>5} {'MB':>6} {'lines/MB':>8} | {'rep/MB':>7} {'cand/MB':>7} {'match/MB':>8} | "
+          f"{'corr s':>6} {'cpu s':>6} {'MB/s':>5} | {'rg s':>5} {'cpu s':>5} | {'grep s':>6} | {'c/rg':>5} "
+          f"{'cpu c/rg':>8} {'c/grep':>6} | {'cpu s/GB':>8} | {'tree':>5} {'proc':>5} {'parent':>6} MB | verdict")
+    for r in rows:
+        c, rg, g = r["correlate"], r.get("rg"), r.get("grep")
+        d = r["per_mb"]
+        print(f"{r['job']:10} {r['files']:>5} {r['bytes'] / 1e6:>6.0f} {r['lines_per_mb']:>8.0f} | "
+              f"{d['scan_reports']:>7.1f} {d['candidate_lines']:>7.1f} {d['confirmed_matches']:>8.2f} | "
+              f"{c['wall_s']:>6.2f} {c['min_cpu_s']:>6.2f} {c['mb_s']:>5.0f} | "
+              f"{_nan(rg and rg['wall_s']):>5.2f} {_nan(rg and rg['min_cpu_s']):>5.2f} | {_nan(g and g['wall_s']):>6.2f} | "
+              f"{_nan(r.get('correlate/rg')):>5.2f} {_nan(r.get('correlate/rg cpu')):>8.2f} "
+              f"{_nan(r.get('correlate/grep')):>6.2f} | {c['min_cpu_s'] / (r['bytes'] / 1e9):>8.2f} | "
+              f"{c['tree_rss_mb']:>5.0f} {c['max_rss_mb']:>5.0f} {c['top_rss_mb']:>6.0f}    | "
+              f"{'right' if r['verdict_ok'] else 'WRONG: ' + '; '.join(r['verdict_wrong'])}")
+    if rows:
+        worst = max(rows, key=lambda r: r.get("correlate/rg", 0))
+        per_gb = {r["job"]: r["correlate"]["min_cpu_s"] / (r["bytes"] / 1e9) for r in rows if r["ranks"] == 64}
+        dens = {r["job"]: r["per_mb"]["candidate_lines"] for r in rows if r["ranks"] == 64}
+        print(f"worst correlate/rg (wall): {worst.get('correlate/rg', float('nan')):.2f} ({worst['job']}); "
+              f"largest process: {max(r['correlate']['max_rss_mb'] for r in rows):.0f} MB")
+        if len(dens) > 1:
+            hi, lo = max(dens, key=dens.get), min(dens, key=dens.get)
+            print(f"CPU per GB of the densest 64-rank job ({hi}, {dens[hi]:.1f} candidates/MB) over the sparsest "
+                  f"({lo}, {dens[lo]:.1f}): {per_gb[hi] / per_gb[lo]:.2f}x; over the cheapest: "
+                  f"{max(per_gb.values()) / min(per_gb.values()):.2f}x")
+
+
+# --- the older size series (``--scaling``): the ``ours`` style at 0.25 .. 2 GB ------------------
+
+#: rounds of the series (at least; ``--repeat`` when higher): the small sizes differ from the start
+#: by a tenth of a second, and one run on a shared machine varies by a few hundredths
 SERIES_ROUNDS = 21
 
 
@@ -108,158 +261,109 @@ def _quantile(xs: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def warm(path: Path) -> None:
-    for p in path.iterdir():
-        if p.is_file():
-            with open(p, "rb") as f:
-                while f.read(16 << 20):
-                    pass
-
-
-def tools(pat_rg: Path, pat_ere: Path) -> dict[str, list[str] | None]:
-    return {
-        "correlate": [sys.executable, "-m", "correlator", "{dir}", "--format", "json", "-o", os.devnull],
-        "rg": ["rg", "-c", "-f", str(pat_rg), "{dir}"] if shutil.which("rg") else None,
-        "grep": ["grep", "-E", "-c", "-r", "-f", str(pat_ere), "{dir}"] if shutil.which("grep") else None,
-    }
-
-
-def bench_job(path: Path, cmds: dict[str, list[str] | None], repeat: int) -> dict:
-    size = du(path)
-    warm(path)
-    row: dict = {"job": path.name, "files": sum(1 for p in path.iterdir() if p.is_file() and not p.name.startswith(".")),
-                 "bytes": size}
-    # interleave the tools run by run, so that a burst of load elsewhere hits all of them alike
-    results: dict[str, list[tuple[float, float, int]]] = {k: [] for k, v in cmds.items() if v}
-    for _ in range(repeat):
-        for name, cmd in cmds.items():
-            if cmd:
-                results[name].append(measure([c.replace("{dir}", str(path)) for c in cmd], 1))
-    for name, runs in results.items():
-        secs, rss, code = min(runs)
-        row[name] = {"seconds": round(secs, 3), "mb_s": round(size / secs / 1e6, 1), "peak_rss_mb": round(rss, 1),
-                     "exit": code, "runs": [round(r[0], 3) for r in runs]}
-    c = row["correlate"]["seconds"]
-    for other in ("rg", "grep"):
-        if other in row:
-            row[f"correlate/{other}"] = round(c / row[other]["seconds"], 2)
-    return row
+def scaling_series(data: Path, cmds: dict, repeat: int, report_path: Path) -> tuple[list[dict], dict]:
+    # the start of a pooled run (interpreter, pool, rules, report) measured on a small job of the
+    # same shape: 64 ranks, 32 MB in all (the smallest job the local pool takes)
+    sizes = [32 << 20, GB // 4, GB // 2, GB, 2 * GB]
+    paths = {s: ensure_job(data, JOBS["ours"], s) for s in sizes}
+    for p in paths.values():
+        warm(p)
+    corr = [c.replace("{out}", str(report_path)) for c in cmds["correlate"][0]]
+    runs: dict[int, list[float]] = {s: [] for s in sizes}
+    rg_runs: dict[int, list[float]] = {s: [] for s in sizes}
+    rounds = max(repeat, SERIES_ROUNDS)
+    for i in range(rounds):  # interleaved, so that a burst of load elsewhere hits every size alike
+        for s, p in paths.items():
+            runs[s].append(measure([c.replace("{dir}", str(p)) for c in corr])["wall_s"])
+            if cmds["rg"] and i < repeat:
+                rg_runs[s].append(measure([c.replace("{dir}", str(p)) for c in cmds["rg"][0]])["wall_s"])
+    base_size = sizes[0]
+    base = {"job": paths[base_size].name, "bytes": warm(paths[base_size])[0], "seconds": min(runs[base_size])}
+    out = []
+    for s in sizes[1:]:
+        size = warm(paths[s])[0]
+        per = sorted((t - b) / ((size - base["bytes"]) / 1e9) for t, b in zip(runs[s], runs[base_size]))
+        row = {"job": paths[s].name, "bytes": size, "seconds": min(runs[s]), "s_per_gb": round(min(runs[s]) / (size / 1e9), 3),
+               "s_per_gb_above_start": round(_quantile(per, 0.5), 3),
+               "above_start_iqr": [round(_quantile(per, 0.25), 3), round(_quantile(per, 0.75), 3)]}
+        if rg_runs[s]:
+            row["rg_s_per_gb"] = round(min(rg_runs[s]) / (size / 1e9), 3)
+        out.append(row)
+    print()
+    print(f"start of a pooled run ({base['job']}, {base['bytes'] / 1e6:.0f} MB): {base['seconds']:.2f} s "
+          f"(best of {rounds} rounds; every size is run once per round)")
+    print(f"{'job':12} {'GB':>6} | {'correlate s':>11} {'s per GB':>9} {'above start':>12} {'(IQR)':>13} | {'rg s per GB':>11}")
+    for r in out:
+        lo, hi = r["above_start_iqr"]
+        print(f"{r['job']:12} {r['bytes'] / 1e9:>6.2f} | {r['seconds']:>11.2f} {r['s_per_gb']:>9.2f} "
+              f"{r['s_per_gb_above_start']:>12.2f} {f'{lo:.2f}-{hi:.2f}':>13} | {r.get('rg_s_per_gb', float('nan')):>11.2f}")
+    return out, base
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=os.environ.get("CORRELATE_BENCH_DATA", "/tmp/correlate-bench"),
-                    help="where the generated jobs live (kept between runs)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per tool and job (the best counts)")
-    ap.add_argument("--quick", action="store_true", help="1/8 of every size (a first look, not the benchmark)")
-    ap.add_argument("--no-4096", action="store_true", help="skip the 4096-rank job")
-    ap.add_argument("--no-scaling", action="store_true", help="skip the 0.25 .. 2 GB series")
+                    help="where the generated jobs live (kept between runs; not in the repository)")
+    ap.add_argument("--size", type=gen_speed.parse_size, default=GB, help="bytes per job (1G; 128M for a quick look)")
+    ap.add_argument("--styles", default=",".join(JOBS),
+                    help=f"comma-separated jobs of the matrix (default: all of {', '.join(JOBS)})")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per tool and job (the best wall time counts)")
+    ap.add_argument("--scaling", action="store_true", help="also the ours style at 0.25 .. 2 GB (21 rounds)")
     ap.add_argument("--json", help="also write the results as JSON to this file")
     a = ap.parse_args(argv)
+    names = [n.strip() for n in a.styles.split(",") if n.strip()]
+    unknown = [n for n in names if n not in JOBS]
+    if unknown:
+        ap.error(f"unknown job(s) {', '.join(unknown)}: choose from {', '.join(JOBS)}")
     data = Path(a.data)
+    try:
+        data.resolve().relative_to(ROOT)
+        ap.error(f"--data {data} is inside the repository: the jobs are GBs, put them in /tmp or /work/bench-data")
+    except ValueError:
+        pass
     data.mkdir(parents=True, exist_ok=True)
-    scale = 8 if a.quick else 1
     pat_rg, pat_ere = data / "patterns.rg", data / "patterns.ere"
     n_pat = patterns.write_pattern_files(str(pat_rg), str(pat_ere))
     cmds = tools(pat_rg, pat_ere)
-    print(f"# correlate speed benchmark  ({platform.node()}, {os.cpu_count()} cores, Python "
-          f"{platform.python_version()}, {n_pat} patterns for rg/grep"
-          f"{'' if cmds['rg'] else ', rg not installed'})")
-    print(f"# load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    report_path = data / "report.json"
 
-    # the correlate engine's compiled database is cached on disk: build it once before timing
-    subprocess.run([sys.executable, "-m", "correlator", "rules", "list"], capture_output=True)
-    # and its modules' bytecode, as ``pip install`` writes it (an editable install in an environment
-    # with PYTHONDONTWRITEBYTECODE would compile ~20 modules from source on every run)
     import compileall
 
     import correlator
 
-    compileall.compile_dir(str(Path(correlator.__file__).parent), quiet=1)
+    where = Path(correlator.__file__).parent
+    head = subprocess.run(["git", "-C", str(where), "log", "-1", "--format=%h %cI"], capture_output=True, text=True)
+    print(f"# correlate speed matrix  ({platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"{n_pat} patterns for rg/grep{'' if cmds['rg'] else ', rg not installed'})")
+    print(f"# correlator from {where} ({head.stdout.strip() or 'not a git checkout'}); {a.size / 1e6:.0f} MB per job, "
+          f"best of {a.repeat}")
+    print(f"# load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    # the engine's compiled database is cached on disk: build it once before timing; and the
+    # modules' bytecode, as ``pip install`` writes it
+    subprocess.run([sys.executable, "-m", "correlator", "rules", "list"], capture_output=True)
+    compileall.compile_dir(str(where), quiet=1)
 
     rows = []
-    jobs = [("job64-1G", 64, GB // 64 // scale)]
-    if not a.no_4096:
-        jobs.append(("job4096-1M", 4096 // scale, 1 << 20))
-    for name, ranks, per in jobs:
-        # (--quick jobs in folders of their own: the full-size ones stay generated)
-        rows.append(bench_job(ensure_job(data, name + ("-quick" if a.quick else ""), ranks, per), cmds, a.repeat))
-
-    print()
-    print(f"{'job':12} {'files':>6} {'MB':>7} | {'correlate s':>11} {'MB/s':>6} {'RSS MB':>6} | "
-          f"{'rg s':>6} {'RSS':>5} | {'grep s':>6} | {'corr/rg':>7} {'corr/grep':>9}")
-    for r in rows:
-        c, g, rr = r["correlate"], r.get("grep"), r.get("rg")
-        print(f"{r['job']:12} {r['files']:>6} {r['bytes'] / 1e6:>7.0f} | {c['seconds']:>11.2f} {c['mb_s']:>6.0f} "
-              f"{c['peak_rss_mb']:>6.0f} | {rr['seconds'] if rr else float('nan'):>6.2f} "
-              f"{rr['peak_rss_mb'] if rr else float('nan'):>5.0f} | {g['seconds'] if g else float('nan'):>6.2f} | "
-              f"{r.get('correlate/rg', float('nan')):>7.2f} {r.get('correlate/grep', float('nan')):>9.2f}")
-
-    scaling = []
-    base: dict = {}
-    if a.quick and not a.no_scaling:
-        print("\n(--quick: the 0.25 .. 2 GB series is left out; its smaller jobs would not reach the local pool)")
-    elif not a.no_scaling:
-        # the start of a pooled run (interpreter, pool, rules, report) measured on a small job of
-        # the same shape: 64 ranks, 32 MB in all (the smallest job the local pool takes)
-        series = [("job64-32M", 32 << 20), ("job64-256M", GB // 4), ("job64-512M", GB // 2), ("job64-1G", GB),
-                  ("job64-2G", 2 * GB)]
-        runs: dict[str, list] = {}
-        rg_runs: dict[str, list] = {}
-        paths = {name: ensure_job(data, name, 64, total // 64 // scale) for name, total in series}
-        for name in paths:
-            warm(paths[name])
-        rounds = max(a.repeat, SERIES_ROUNDS)
-        for i in range(rounds):  # interleaved, so that a burst of load elsewhere hits every size alike
-            for name, path in paths.items():
-                runs.setdefault(name, []).append(measure([c.replace("{dir}", str(path)) for c in cmds["correlate"]], 1))
-                if cmds["rg"] and i < a.repeat:  # for reference: its best of --repeat
-                    rg_runs.setdefault(name, []).append(measure([c.replace("{dir}", str(path)) for c in cmds["rg"]], 1))
-        base_name = series[0][0]
-        for name, path in paths.items():
-            secs, rss, _ = min(runs[name])
-            size = du(path)
-            row = {"job": name, "bytes": size, "seconds": round(secs, 3), "s_per_gb": round(secs / (size / 1e9), 3),
-                   "peak_rss_mb": round(rss, 1), "runs": [round(r[0], 3) for r in runs[name]]}
-            if name in rg_runs:
-                row["rg_s_per_gb"] = round(min(rg_runs[name])[0] / (size / 1e9), 3)
-            if not base:
-                base = row
-                continue
-            # above the start: each round's time minus the same round's start, over the bytes they
-            # differ by; the median over rounds (a burst of load elsewhere moves one pair, not the median)
-            per = sorted((t[0] - b[0]) / ((size - base["bytes"]) / 1e9) for t, b in zip(runs[name], runs[base_name]))
-            row["s_per_gb_above_start"] = round(_quantile(per, 0.5), 3)
-            row["above_start_iqr"] = [round(_quantile(per, 0.25), 3), round(_quantile(per, 0.75), 3)]
-            scaling.append(row)
-        print()
-        print(f"start of a pooled run ({base['job']}, {base['bytes'] / 1e6:.0f} MB): {base['seconds']:.2f} s "
-              f"(best of {rounds} rounds; every size is run once per round)")
-        print(f"{'job':12} {'GB':>6} | {'correlate s':>11} {'s per GB':>9} {'above start':>12} {'(IQR)':>13} "
-              f"{'RSS MB':>7} | {'rg s per GB':>11}")
-        for s in scaling:
-            lo, hi = s["above_start_iqr"]
-            print(f"{s['job']:12} {s['bytes'] / 1e9:>6.2f} | {s['seconds']:>11.2f} {s['s_per_gb']:>9.2f} "
-                  f"{s['s_per_gb_above_start']:>12.2f} {f'{lo:.2f}-{hi:.2f}':>13} {s['peak_rss_mb']:>7.0f} | "
-                  f"{s.get('rg_s_per_gb', float('nan')):>11.2f}")
-        per_gb = [s["s_per_gb"] for s in scaling]
-        spread = (max(per_gb) - min(per_gb)) / min(per_gb) if per_gb else 0.0
-        above = [s["s_per_gb_above_start"] for s in scaling]
-        spread_above = (max(above) - min(above)) / min(above) if above else 0.0
-        # least squares: seconds = fixed + per_gb * GB; linear growth means small residuals
-        xs = [s["bytes"] / 1e9 for s in scaling]
-        ys = [s["seconds"] for s in scaling]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-        fixed = my - slope * mx
-        worst = max(abs(y - (fixed + slope * x)) / y for x, y in zip(xs, ys))
-        print(f"time per GB from {scaling[0]['job']} to {scaling[-1]['job']}: spread {spread * 100:.0f}% "
-              f"(max-min over min); above the start of a run: spread {spread_above * 100:.0f}%")
-        print(f"linear fit of the best times: {fixed:.2f} s + {slope:.2f} s/GB (worst residual {worst * 100:.0f}%)")
+    for n in names:
+        job = JOBS[n]
+        path = ensure_job(data, job, a.size)
+        rows.append(bench_job(job, path, cmds, a.repeat, report_path))
+        r = rows[-1]
+        print(f"  {n}: correlate {r['correlate']['wall_s']:.2f} s, rg {_nan(r.get('rg', {}).get('wall_s')):.2f} s, "
+              f"verdict {'right' if r['verdict_ok'] else 'WRONG'}", file=sys.stderr, flush=True)
+    print_matrix(rows)
+    scaling, base = ([], {})
+    if a.scaling:
+        scaling, base = scaling_series(data, cmds, a.repeat, report_path)
     print(f"# load average at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if a.json:
         Path(a.json).write_text(json.dumps({"jobs": rows, "scaling": scaling, "start": base, "patterns": n_pat,
-                                            "cores": os.cpu_count(), "quick": a.quick}, indent=2))
+                                            "cores": os.cpu_count(), "size": a.size, "repeat": a.repeat,
+                                            "correlator": str(where), "commit": head.stdout.strip()}, indent=2))
+    wrong = [r["job"] for r in rows if not r["verdict_ok"]]
+    if wrong:
+        print(f"WRONG VERDICT on {', '.join(wrong)}: the timings of those jobs measure a wrong answer", file=sys.stderr)
+        return 1
     return 0
 
 
