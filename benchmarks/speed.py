@@ -1,7 +1,7 @@
 """The speed matrix: ``correlate`` against ``rg -c`` and ``grep -E -c`` on every style of job, in one run.
 
     python benchmarks/speed.py                          # the matrix at 1 GB per job (~7 GB under --data)
-    python benchmarks/speed.py --size 128M --repeat 1   # a quick look
+    python benchmarks/speed.py --quick                  # --size 128M --repeat 1: a first look
     python benchmarks/speed.py --styles deepspeed,srun256 --json out.json
 
 Each job of the matrix is one kind of log (``benchmarks/gen_speed.py``'s styles), ``--size`` in all
@@ -308,9 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--styles", default=",".join(JOBS),
                     help=f"comma-separated jobs of the matrix (default: all of {', '.join(JOBS)})")
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool and job (the best wall time counts)")
+    ap.add_argument("--quick", action="store_true", help="--size 128M --repeat 1: a first look, not the benchmark")
     ap.add_argument("--scaling", action="store_true", help="also the ours style at 0.25 .. 2 GB (21 rounds)")
     ap.add_argument("--json", help="also write the results as JSON to this file")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.size, a.repeat = 128 << 20, 1
     names = [n.strip() for n in a.styles.split(",") if n.strip()]
     unknown = [n for n in names if n not in JOBS]
     if unknown:
