@@ -9,7 +9,8 @@ between two samples still counts), and the largest sum of the group's resident s
 sample (the tree's peak: the sum counts pages that forked workers share with their parent once per
 process, so it is an upper bound). CPU time is ``getrusage(RUSAGE_CHILDREN)``: user + system of
 every process of the tree that was waited for (a pool's workers are, by the pool). The command's
-own output goes to ``/dev/null``; its exit code is in the result.
+output goes to a temporary file (not ``/dev/null``: GNU grep stops at its first match when its
+output is ``/dev/null``, so ``grep -c`` would not read the job); its exit code is in the result.
 
 Printed: ``{"wall_s", "cpu_s", "user_s", "sys_s", "exit", "tree_rss_mb", "max_rss_mb",
 "top_rss_mb", "processes"}``; ``top`` is the command's first process (for ``correlate``, the parent
@@ -24,6 +25,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -96,8 +98,10 @@ class Sampler(threading.Thread):
 
 
 def main(argv: list[str]) -> int:
+    # (output to a file, not /dev/null: GNU grep stops at the first match when its output is /dev/null)
+    sink = tempfile.TemporaryFile()
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.DEVNULL, start_new_session=True)
     sampler = Sampler(proc.pid)
     sampler.start()
     code = proc.wait()
