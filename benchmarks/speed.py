@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     pat_rg, pat_ere = data / "patterns.rg", data / "patterns.ere"
     n_pat = patterns.write_pattern_files(str(pat_rg), str(pat_ere))
     cmds = tools(pat_rg, pat_ere)
-    report_path = data / "report.json"
+    report_path = data / f"report-{os.getpid()}.json"  # (two runs at once do not read each other's)
 
     import compileall
 
