@@ -133,10 +133,16 @@ def warm(path: Path) -> tuple[int, int]:
     return size, lines
 
 
+#: where the measured commands run: not the caller's folder, which ``python -m correlator`` would
+#: put first on ``sys.path`` (a checkout there would be measured instead of the installed or
+#: ``PYTHONPATH`` one)
+RUN_DIR = "/"
+
+
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     """One run of ``cmd`` under ``benchmarks/measure.py``: wall, CPU, peak RSS."""
     out = subprocess.run([sys.executable, str(HERE / "measure.py"), *cmd], capture_output=True, text=True,
-                         env={**os.environ, **(env or {})})
+                         env={**os.environ, **(env or {})}, cwd=RUN_DIR)
     if out.returncode != 0 or not out.stdout.strip():
         raise RuntimeError(f"measure.py failed on {cmd[:3]}: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -332,9 +338,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import compileall
 
-    import correlator
-
-    where = Path(correlator.__file__).parent
+    # the correlator the measured commands import (from RUN_DIR, as they do)
+    where = Path(subprocess.run([sys.executable, "-c", "import correlator; print(correlator.__file__)"],
+                                capture_output=True, text=True, cwd=RUN_DIR, check=True).stdout.strip()).parent
     head = subprocess.run(["git", "-C", str(where), "log", "-1", "--format=%h %cI"], capture_output=True, text=True)
     print(f"# correlate speed matrix  ({platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"{n_pat} patterns for rg/grep{'' if cmds['rg'] else ', rg not installed'})")
@@ -343,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     # the engine's compiled database is cached on disk: build it once before timing; and the
     # modules' bytecode, as ``pip install`` writes it
-    subprocess.run([sys.executable, "-m", "correlator", "rules", "list"], capture_output=True)
+    subprocess.run([sys.executable, "-m", "correlator", "rules", "list"], capture_output=True, cwd=RUN_DIR)
     compileall.compile_dir(str(where), quiet=1)
 
     rows = []
