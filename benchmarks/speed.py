@@ -245,7 +245,7 @@ def print_matrix(rows: list[dict]) -> None:
         dens = {r["job"]: r["per_mb"]["candidate_lines"] for r in rows if r["ranks"] == 64}
         print(f"worst correlate/rg (wall): {worst.get('correlate/rg', float('nan')):.2f} ({worst['job']}); "
               f"largest process: {max(r['correlate']['max_rss_mb'] for r in rows):.0f} MB")
-        if len(dens) > 1:
+        if len(dens) > 1 and any(dens.values()):  # (a correlator without the counts: nothing to say)
             hi, lo = max(dens, key=dens.get), min(dens, key=dens.get)
             print(f"CPU per GB of the densest 64-rank job ({hi}, {dens[hi]:.1f} candidates/MB) over the sparsest "
                   f"({lo}, {dens[lo]:.1f}): {per_gb[hi] / per_gb[lo]:.2f}x; over the cheapest: "
