@@ -116,7 +116,9 @@ def analyze_cmd(
     follow: Annotated[bool, typer.Option("--follow", help="Watch growing files; print the verdict as it forms; stop at the job's end or Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option(help="Seconds between --follow checks.")] = 1.0,
     quiet: Annotated[float | None, typer.Option(help="With --follow: stop after this many seconds without new lines.")] = None,
-    color: Annotated[bool | None, typer.Option("--color/--no-color", help="Colour the terminal summary (default: when stdout is a TTY).")] = None,
+    color: Annotated[bool | None, typer.Option("--color/--no-color", help="Colour the terminal summary (default: when stdout is a TTY and NO_COLOR is not set).")] = None,
+    brief: Annotated[bool, typer.Option("--brief", help="Three lines: the verdict, the root's line, the fix (terminal format).")] = False,
+    wall_clock: Annotated[bool, typer.Option("--wall-clock", help="With --format trace: timestamps are UTC wall-clock time (microseconds since the Unix epoch), not time since the first event.")] = False,
     fail_on_failure: Annotated[bool, typer.Option(help="Exit 1 when a root cause or job-level end is found.")] = False,
 ) -> None:
     """Analyse a job's logs (the default command)."""
@@ -129,7 +131,8 @@ def analyze_cmd(
         rule_dirs=tuple(str(p) for p in rules or ()), include_builtin_rules=not no_builtin_rules, tz=tz,
         engine=engine, scheduler=scheduler, workers=workers, scanner=None if scanner == "auto" else scanner,
         redact=not no_redact, all_files=all_files, job_id=job_id)
-    use_color = sys.stdout.isatty() and output is None if color is None else color
+    # NO_COLOR (no-color.org): set and not empty, no colour unless --color asks for it
+    use_color = (sys.stdout.isatty() and output is None and not os.environ.get("NO_COLOR")) if color is None else color
     if follow:
         from correlator.follow import follow as run_follow
 
@@ -157,7 +160,7 @@ def analyze_cmd(
         finally:
             if progress is not None:
                 progress.close()
-    text = render(report, fmt, color=use_color) if fmt == "terminal" else render(report, fmt)
+    text = render(report, fmt, **_render_options(fmt, use_color, brief, wall_clock, output, not no_redact))
     _write(text, output)
     if parquet is not None:
         from correlator.report.parquet import write_parquet
@@ -172,6 +175,31 @@ def analyze_cmd(
             _fail(UsageError(f"cannot write the Parquet dataset: {e.strerror or e}", str(parquet)))
     if fail_on_failure and report.verdict.value in ("root_cause", "job_level"):
         raise typer.Exit(int(ExitCode.FAILURE_FOUND))
+
+
+def _render_options(fmt: str, color: bool, brief: bool, wall_clock: bool, output: Path | None,
+                    redact: bool) -> dict[str, object]:
+    """The renderer's options from the command's: the terminal's width and colour, the command line
+    the documents stamp (its secrets masked unless --no-redact), the trace's clock."""
+    if fmt == "terminal":
+        width = None
+        if output is None and sys.stdout.isatty():
+            import shutil
+
+            width = shutil.get_terminal_size().columns
+        return {"color": color, "brief": brief, "width": width}
+    if fmt in ("markdown", "html"):
+        import shlex
+
+        command = shlex.join(["correlate", *sys.argv[1:]])
+        if redact:
+            from correlator.report.redact import redact as mask
+
+            command = mask(command)
+        return {"command": command}
+    if fmt == "trace":
+        return {"wall_clock": wall_clock}
+    return {}
 
 
 @rules_app.command("check")
@@ -339,7 +367,7 @@ def serve_cmd(
 
 
 #: options of ``analyze`` that change only the report's form and destination, not the analysis
-_PLAIN = {"paths", "fmt", "output", "parquet", "color", "fail_on_failure", "job_id", "no_redact"}
+_PLAIN = {"paths", "fmt", "output", "parquet", "color", "fail_on_failure", "job_id", "no_redact", "brief", "wall_clock"}
 
 
 def _plain_analyze(args: list[str]) -> dict[str, object] | None:
