@@ -68,7 +68,7 @@ def test_page_is_self_contained() -> None:
 def test_page_has_the_post_mortem_content() -> None:
     page = html_report.render(make_report())
     text = " ".join(_parse(page).text)
-    for heading in ("Timeline", "Root cause", "Evidence", "Why this rank", "Mechanism", "Fix", "Confirm",
+    for heading in ("What to do", "Timeline", "Root cause", "Evidence", "Why this rank", "Mechanism",
                     "Prevention", "References", "Job", "Clock offsets", "Causal chain", "Collateral",
                     "Timeline table", "Ranks", "What could not be read"):
         assert f"<h2>{heading}</h2>" in page or f"<h3>{heading}</h3>" in page, heading
@@ -83,7 +83,10 @@ def test_svg_marks_root_shades_waves_and_notes_clock_correction() -> None:
     svg = page[page.index("<svg"):page.index("</svg>")]
     assert '<g id="root-event"' in svg and 'data-rank="1"' in svg
     assert svg.count('class="wave wave-collateral"') == 1
-    assert svg.count('class="wave wave-teardown"') == 2
+    # teardown groups are bars above the lanes, not shading over them
+    assert svg.count('class="wave wave-teardown"') == 0 and svg.count('class="band band-teardown"') == 2
+    for bar in re.findall(r'<rect class="band band-teardown" x="[^"]+" y="([^"]+)"', svg):
+        assert float(bar) < float(re.search(r'<rect class="wave wave-collateral" x="[^"]+" y="([^"]+)"', svg).group(1))
     assert "host clocks corrected (2 hosts, residual ≤ 3 ms)" in svg
     assert "time, UTC 2026-03-02" in svg
     hosts = re.findall(r'data-host="([^"]+)"', svg)

@@ -24,7 +24,7 @@ def test_post_mortem_has_every_section() -> None:
     assert text.startswith("# Post-mortem: job 88123\n")
     assert "**rank 1 on gpu-a01 failed first: Checkpoint save failed with EIO**" in text
     for heading in ("## Job", "### Clock offsets", "## Root cause", "### Evidence", "### Why this rank",
-                    "### Mechanism", "### Fix", "### Confirm", "### Prevention", "### References",
+                    "### Mechanism", "## Impact", "## What to do", "### Prevention", "### References",
                     "## Causal chain", "## Collateral", "## Timeline", "## Ranks", "## What could not be read"):
         assert f"\n{heading}\n" in text, heading
     assert "`slurm-88123.out:20418`" in text                       # evidence as path:line
@@ -46,7 +46,7 @@ def test_rule_prose_cannot_open_html_but_keeps_code_spans() -> None:
 def test_long_timeline_is_capped_and_says_how_many_were_left_out() -> None:
     report = make_report(n_hosts=64, per_host=8, root_rank=37)
     text = markdown.render(report, timeline_limit=50)
-    section = text.split("## Timeline", 1)[1].split("\n## ", 1)[0]
+    section = text.split("<summary>Timeline table", 1)[1].split("</details>", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| time")]
     assert len(rows) == 50
     left = len(report.timeline) - 50
@@ -75,7 +75,7 @@ def test_hostile_log_text_stays_inside_code_spans() -> None:
     assert "<script" not in _outside_code(text) and "<img" not in _outside_code(text)
     assert "alert(1)" in text
     # the pipe in the log line cannot split a table row: every timeline row has the header's cell count
-    section = text.split("## Timeline", 1)[1].split("\n## ", 1)[0]
+    section = text.split("<summary>Timeline table", 1)[1].split("</details>", 1)[0]
     table = [line for line in section.splitlines() if line.startswith("|")]
     cells = {len(re.split(r"(?<!\\)\|", line)) for line in table}
     assert len(cells) == 1

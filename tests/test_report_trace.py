@@ -25,7 +25,8 @@ def _load(report: Report) -> dict:
 def test_tracks_are_named_per_host_and_rank() -> None:
     events = _load(make_report())["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-    assert processes == {1: "gpu-a01", 2: "gpu-a02", 0: "correlate: waves"}
+    assert processes == {1: "gpu-a01", 2: "gpu-a02", 3: "correlate: waves"}
+    assert all(e["pid"] > 0 for e in events)  # viewers take pid 0 for the idle process
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     for rank in range(8):
         assert threads[(1 + rank // 4, rank)] == f"rank {rank} (local {rank % 4})"
@@ -61,7 +62,9 @@ def test_rank_output_spans_and_waves_are_complete_events() -> None:
     assert len(outputs) == 8 and all(e["dur"] > 0 for e in outputs)
     root_out = next(e for e in outputs if e["tid"] == 1)
     assert root_out["args"]["state"] == "root" and root_out["dur"] == 3600e6
-    waves = [e for e in spans if e["pid"] == trace.WAVES_PID]
+    waves_pid = next(e["pid"] for e in data["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"
+                     and e["args"]["name"] == "correlate: waves")
+    waves = [e for e in spans if e["pid"] == waves_pid]
     assert [w["name"] for w in waves] == ["nccl.watchdog-collective-timeout", "launcher.torchrun-sigterm-to-workers",
                                           "slurm.step-cancelled"]
     assert data["otherData"]["t0_utc"] == "2026-03-02T13:07:31.412Z"
@@ -110,6 +113,46 @@ def test_every_sample_job_renders_as_a_trace(tmp_path: Path) -> None:
             assert len(roots) == 1, folder
         else:
             assert len(roots) <= 1, folder
+        assert all(e["pid"] > 0 for e in data["traceEvents"]), folder
+        rc = report.root_cause
+        if rc is not None and rc.time is not None and rc.rank is not None:
+            # the root is marked on its own rank's thread at the verdict's time, whatever its evidence lines
+            root = roots[0]
+            assert root["tid"] == rc.rank and root["args"]["root"] is True, folder
+            t0 = trace._micros(data["otherData"]["t0_utc"])
+            assert root["ts"] + t0 == trace._micros(rc.time), folder
         ranks = {e["tid"] for e in data["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"
                  and e["tid"] < trace.AGENT_TID}
         assert {r.rank for r in report.ranks} <= ranks, folder
+
+
+def test_a_hang_culprit_is_marked_on_its_own_thread_not_on_a_peer_line() -> None:
+    """A hang's culprit printed nothing: its evidence lines are its peers' timeouts. The trace marks
+    the culprit's thread at the verdict's time (its last progress), and no peer line is the root."""
+    base = make_report()
+    root = replace(base.root_cause, rank=3, host="gpu-a01", local_rank=3, rule="nccl.watchdog-collective-timeout",
+                   decided_by="missing-from-collective", time=iso(T0 - 30 * NS),
+                   evidence=(Evidence("slurm-88123.out", 20500, "[Rank 0] Watchdog caught collective operation timeout"),))
+    timeline = tuple(replace(e, label="collateral") if e.label == "root" else e for e in base.timeline)
+    report = replace(base, root_cause=root, timeline=timeline)
+    data = _load(report)
+    roots = [e for e in data["traceEvents"] if e.get("cat") == "root"]
+    assert len(roots) == 1 and roots[0]["tid"] == 3 and roots[0]["args"]["root"] is True
+    t0 = trace._micros(data["otherData"]["t0_utc"])
+    assert roots[0]["ts"] + t0 == trace._micros(iso(T0 - 30 * NS))
+    assert "hung the job" in roots[0]["args"]["verdict"]
+    peer = next(e for e in data["traceEvents"] if e["ph"] == "i" and e["args"].get("where") == "slurm-88123.out:20500")
+    assert peer["args"]["root"] is False and not peer["name"].startswith("ROOT CAUSE")
+
+
+def test_wall_clock_timestamps_are_microseconds_since_the_epoch() -> None:
+    report = make_report()
+    relative = _load(report)
+    wall = json.loads(trace.render(report, wall_clock=True))
+    assert wall["otherData"]["ts_base"] == "unix-epoch" and wall["otherData"]["t0_utc"] == "1970-01-01T00:00:00.000Z"
+    t0 = trace._micros(relative["otherData"]["t0_utc"])
+    rel = [e.get("ts") for e in relative["traceEvents"]]
+    abs_ = [e.get("ts") for e in wall["traceEvents"]]
+    assert [None if r is None else r + t0 for r in rel] == abs_
+    root = next(e for e in wall["traceEvents"] if e.get("cat") == "root")
+    assert root["ts"] == (T0 // 1000)  # the root's own stamp, in microseconds since 1970 UTC

@@ -31,6 +31,7 @@ from correlator.model import (
     TornDownNote,
     compress_ranks,
     iso,
+    rules_version,
 )
 from correlator.model.vocabulary import Capture, Tag
 
@@ -106,7 +107,7 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         sources_skipped=accounting.sources_not_read(diags),
         skipped=accounting.skip_accounting(diags, digests),
         scan_reports=sum(d.scan_reports for d in digests), candidate_lines=sum(d.candidate_lines for d in digests),
-        confirmed_matches=sum(d.confirmed_matches for d in digests))
+        confirmed_matches=sum(d.confirmed_matches for d in digests), rules_version=rules_version(rule_list))
     return Report(
         verdict=out.verdict, root_cause=out.root, collateral=tuple(items), groups=tuple(groups),
         timeline=tuple(tl), ranks=tuple(rows), clocks=tuple(attribution.clock_rows(est)),

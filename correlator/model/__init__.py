@@ -62,6 +62,7 @@ from correlator.model.rules import (
     Severity,
     VersionNote,
     When,
+    rules_version,
 )
 
 #: nanoseconds per second: every time in the model is an int of UTC nanoseconds
@@ -72,5 +73,5 @@ __all__ = [
     "Example", "ExitCode", "Group", "IdentityFact", "JobFacts", "Label", "LauncherTableRow", "Match", "MatchSpec", "Phase", "RankRow", "RankState",
     "Related", "Report", "Restart", "Role", "RootCause", "Rule", "Scope", "Severity", "SourceInfo", "Stats",
     "StreamFacts", "SURVIVED_NOTE_END", "SurvivedNote", "TornDownNote", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "Verdict", "VersionNote",
-    "When", "Who", "compress_ranks", "expand_ranks", "field_names", "iso", "omitted_when_empty",
+    "When", "Who", "compress_ranks", "expand_ranks", "field_names", "iso", "omitted_when_empty", "rules_version",
 ]

@@ -198,6 +198,9 @@ class Stats:
     scan_reports: int = 0
     candidate_lines: int = 0
     confirmed_matches: int = 0
+    #: the rule set the verdict was reached with (``correlator.model.rules_version``: the count and
+    #: a digest of what in the rules decides or is shown), so a shared report says which rules it rests on
+    rules_version: str = ""
 
 
 #: a field's metadata key: the JSON leaves the field out when its value is empty (it appears only

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -154,3 +155,18 @@ class Rule:
     versions: tuple[VersionNote, ...] = ()
     #: why a line at INFO level is this failure (only then may a primary or collateral rule match one)
     info_level: str = ""
+
+
+def rules_version(rules: Sequence[Rule]) -> str:
+    """``"287 rules, 6a9050f494c1"``: how many rules a verdict rests on and a digest of what in them
+    decides a verdict or is shown with it (patterns, roles, priorities, tags, what they explain,
+    titles and fixes; not the examples or the encyclopedia prose), so two reports name the same
+    rules only when they are."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for r in sorted(rules, key=lambda r: r.id):
+        key = (r.id, r.title, r.category, r.severity, r.role, r.priority, r.match, r.tags, r.explains, r.window_s,
+               r.domain, r.restart, r.when, r.info_level, r.fix)
+        h.update(repr(key).encode("utf-8", "backslashreplace"))
+    return f"{len(rules)} rules, {h.hexdigest()[:12]}"

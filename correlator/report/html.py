@@ -20,22 +20,26 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from correlator.model import AttemptVerdict, Group, Report, TimelineEvent, Verdict, field_names
+from correlator.model import AttemptVerdict, DiagCode, Group, Report, TimelineEvent, Verdict, field_names
+from correlator.report import view as views
 from correlator.report.markdown import (
     LIST_LIMIT,
     clip,
     clock_note,
     fmt_delta,
     fmt_time,
-    headline,
+    group_part,
     job_facts,
     parse_iso,
     rank_ranges,
+    root_facts,
     select_timeline,
+    survived_notes,
+    verdict_line,
     who,
 )
 from correlator.report.safe import visible, visible_lines
@@ -80,6 +84,13 @@ svg.tl .act { fill: #c9d1d9; } svg.tl .act-silent { fill: #b39ddb; } svg.tl .act
 svg.tl .wave-collateral { fill: #f5a623; fill-opacity: 0.14; } svg.tl .wave-teardown { fill: #4a78c2; fill-opacity: 0.10; }
 svg.tl .wave-job { fill: #6a3fb5; fill-opacity: 0.12; } svg.tl .wave-independent { fill: #e8590c; fill-opacity: 0.12; }
 svg.tl .wavelbl { font-size: 10.5px; fill: #6b4a00; }
+svg.tl .band-teardown { fill: #4a78c2; fill-opacity: 0.35; } svg.tl .band-job { fill: #6a3fb5; fill-opacity: 0.35; }
+svg.tl .gap line { stroke: #c62828; stroke-width: 1; stroke-dasharray: 2 2; } svg.tl .gap polygon { fill: #c62828; }
+svg.tl .gaplbl { font-size: 10.5px; fill: #8e1c1c; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
+.impact { font-size: 14px; margin: 8px 0; } section.fix { background: #eef6ee; border: 1px solid #cfe3cf; border-radius: 6px; padding: 2px 14px 6px; margin: 10px 0; }
+section.fix h2 { border: none; margin-top: 10px; } details.tl-table summary { cursor: pointer; }
+details.tl-table summary h2 { display: inline-block; border: none; margin: 20px 8px 8px 0; }
+pre.context { font-size: 12px; } .stamp { margin-top: 28px; border-top: 1px solid #dde3ea; padding-top: 8px; }
 .m-root, .sw-root { fill: #c62828; background: #c62828; } .m-independent, .sw-independent { fill: #e8590c; background: #e8590c; }
 .m-collateral, .sw-collateral { fill: #d99100; background: #d99100; } .m-teardown, .sw-teardown { fill: #4a78c2; background: #4a78c2; }
 .m-job, .sw-job { fill: #6a3fb5; background: #6a3fb5; } .m-context, .sw-context { fill: #9aa5b1; background: #9aa5b1; }
@@ -149,11 +160,18 @@ def _td(inner: str, cls: str = "") -> str:
 # --- the page ------------------------------------------------------------------------------------
 
 
-def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, lane_budget: int = LANE_BUDGET) -> str:
-    """The whole page as one string."""
+def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, lane_budget: int = LANE_BUDGET,
+           command: str | None = None) -> str:
+    """The whole page as one string; ``command`` is the command line that asked for it (stamped)."""
+    v = views.build(report, command=command)
     job_id = report.job.id
     title = f"correlate post-mortem: job {job_id}" if job_id else "correlate post-mortem"
-    svg, root_drawn, caption = timeline_svg(report, lane_budget=lane_budget)
+    svg, root_drawn, caption = timeline_svg(report, lane_budget=lane_budget, view=v)
+    root = v.root
+    data = f' data-verdict="{_e(report.verdict)}"'
+    if root is not None:
+        data += (f' data-rank="{_e("" if root.rank is None else root.rank)}" data-rule="{_e(root.rule)}"'
+                 f' data-time="{_e(root.time or "")}"')
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -163,32 +181,55 @@ def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, lane_budget:
         f"<title>{_e(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
-        f'<div class="banner v-{_e(report.verdict)}">{_e(headline(report))}</div>',
-        f'<div class="sub">{_verdict_line(report)}</div>',
+        f'<div class="banner v-{_e(report.verdict)}" id="verdict"{data}>{_e(v.headline)}</div>',
+        f'<div class="sub">{verdict_line(v, _e, lambda t: f"<code>{_e(t)}</code>")}</div>',
+        _impact(v),
+        _action_box(v),
         "<h2>Timeline</h2>",
         f"<figure>{svg}<figcaption>{caption}</figcaption></figure>",
-        _detail_figure(report, lane_budget),
+        _detail_figure(report, lane_budget, v),
         _legend(),
-        _root_section(report, mark_root=not root_drawn),
+        _root_section(report, v, mark_root=not root_drawn),
         _job_section(report),
-        _chain_section(report),
-        _collateral_section(report),
-        _timeline_table(report, timeline_limit),
+        _chain_section(report, v),
+        _collateral_section(report, v),
+        _timeline_table(report, v, timeline_limit),
         _ranks_section(report),
         _attempts_section(report),
         _diagnostics_section(report),
-        f'<p class="sub">Written by correlate from report schema <code>{_e(report.schema)}</code>. '
-        "All times are UTC.</p>",
+        f'<p class="sub stamp">Written by {_e(v.stamp.line())}. All times are UTC.</p>',
         "</body></html>",
     ]
     return visible_lines("\n".join(p for p in parts if p))  # every piece was made safe; this catches one that was not
 
 
-def _detail_figure(report: Report, lane_budget: int) -> str:
+def _impact(v: views.View) -> str:
+    lines = v.impact.lines()
+    if not lines:
+        return ""
+    return '<p class="impact"><b>Impact</b> · ' + " · ".join(_e(x) for x in lines) + "</p>"
+
+
+def _action_box(v: views.View) -> str:
+    """The fix and its checklist, above the fold: what a reader of a shared report does next."""
+    root = v.root
+    if root is None or not (root.fix or v.actions):
+        return ""
+    out = ['<section class="fix" id="fix"><h2>What to do</h2>']
+    if root.fix:
+        out.append(_prose(root.fix))
+    if v.actions:
+        out.append('<p class="sub">Action items:</p><ul class="check">'
+                   + "".join(f"<li>{_inline_prose(c)}</li>" for c in v.actions) + "</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _detail_figure(report: Report, lane_budget: int, v: views.View) -> str:
     window = detail_window(report)
     if window is None:
         return ""
-    svg, _, _ = timeline_svg(report, lane_budget=lane_budget, window=window, root_id=False)
+    svg, _, _ = timeline_svg(report, lane_budget=lane_budget, window=window, root_id=False, view=v)
     root_s = parse_iso(report.root_cause.time) if report.root_cause is not None else None
     span = (f"{fmt_delta(window[0] - root_s)} … {fmt_delta(window[1] - root_s)} after the root"
             if root_s is not None else f"{fmt_time(_iso_of(window[0]))} … {fmt_time(_iso_of(window[1]), date=False)} UTC")
@@ -197,20 +238,7 @@ def _detail_figure(report: Report, lane_budget: int) -> str:
 
 
 def _iso_of(seconds: float) -> str:
-    from correlator.model import iso
-
-    return iso(int(round(seconds * 1000)) * 1_000_000) or ""
-
-
-def _verdict_line(report: Report) -> str:
-    root = report.root_cause
-    bits = [f"verdict <b>{_e(report.verdict)}</b>"]
-    if root is not None:
-        bits.append(f"rule <code>{_e(root.rule)}</code>")
-        if root.time:
-            bits.append(f"at {_e(fmt_time(root.time))} UTC")
-        bits.append(f"confidence {root.confidence:.2f}")
-    return " · ".join(bits)
+    return views.iso_of(seconds)
 
 
 def _legend() -> str:
@@ -219,42 +247,56 @@ def _legend() -> str:
     swatches = "".join(f'<span class="sw sw-{k}"></span>{_e(v)}' for k, v in names.items())
     return (f'<p class="legend">{swatches}<span class="sw" style="background:#f5a623;opacity:.35"></span>'
             'collateral wave (first → last event of a group)'
+            '<span class="sw" style="background:#4a78c2;opacity:.5"></span>teardown (bars above the lanes)'
             '<span class="sw" style="background:#c9d1d9"></span>rank output (first → last line)</p>')
 
 
-def _root_section(report: Report, *, mark_root: bool) -> str:
-    root = report.root_cause
+def _root_section(report: Report, v: views.View, *, mark_root: bool) -> str:
+    root = v.root
     out = ["<h2>Root cause</h2>"]
     if root is None:
         if report.verdict == Verdict.NO_FAILURE:
-            out.append("<p>No rank logged a failure that the rules know, and no job-level end was seen.</p>")
+            survived = survived_notes(report)
+            if survived:
+                out.append("<p>No failure ended the job: the ranks went on from the failures they logged.</p><ul>"
+                           + "".join(f"<li>{_e(x)}</li>" for x in survived) + "</ul>")
+            else:
+                out.append("<p>No rank logged a failure that the rules know, and no job-level end was seen.</p>")
         elif report.verdict == Verdict.JOB_LEVEL:
             out.append("<p>The job was ended from outside; no rank failed before that. See the chain below.</p>")
         else:
             out.append("<p>Failures were seen but the evidence does not single out a first rank; "
                        "see the timeline and the diagnostics.</p>")
+            notes = report.verdict_notes(DiagCode.VERDICT_REASON)
+            if notes:
+                out.append("<ul>" + "".join(f"<li>{_inline_prose(x)}</li>" for x in notes) + "</ul>")
         return "".join(out)
-    from correlator.report.markdown import root_facts  # one wording for both documents
-
     rows = root_facts(root, _e, lambda t: f"<code>{_e(t)}</code>")
     out.append(_table(("", ""), ((f"<th>{_e(k)}</th>", _td(v)) for k, v in rows)))
     out.append("<h3>Evidence</h3>")
-    if root.evidence:
-        for index, ev in enumerate(root.evidence):
-            anchor = ' id="root-event"' if mark_root and index == 0 else ""
-            out.append(f'<pre{anchor}><span class="sub">{_e(ev.path)}:{ev.line}</span>\n{_e(ev.text)}</pre>')
-    else:
-        anchor = ' id="root-event"' if mark_root else ""
+    anchor = ' id="root-event"' if mark_root else ""
+    if root.line is not None:
+        out.append(f'<p class="sub">its own line</p><pre{anchor}><span class="sub">{_e(root.line.path)}:{root.line.line}'
+                   f"</span>\n{_e(root.line.text)}</pre>")
+        anchor = ""
+    elif root.kind in (views.Kind.HANG, views.Kind.ODD_COLLECTIVE):
+        out.append(f"<p{anchor}>{_e(root.who)} printed nothing about the hang: the verdict rests on what the other "
+                   "ranks report and on what it did not do (see “Why this rank”).</p>")
+        anchor = ""
+    if root.peer_lines:
+        out.append('<p class="sub">what the other ranks report</p>')
+        for ev in root.peer_lines:
+            out.append(f'<pre><span class="sub">{_e(ev.path)}:{ev.line}</span>\n{_e(ev.text)}</pre>')
+    if root.line is None and not root.peer_lines and anchor:
         out.append(f"<p{anchor}>No log line carries this verdict on its own; see “Why this rank”.</p>")
+    if root.context:
+        # the root line's own stream around it (the traceback above it), as the Markdown shows it
+        out.append('<h3>Around it (its traceback, as written)</h3><pre class="context">'
+                   + "\n".join(_e(clip(x, 400)) for x in root.context) + "</pre>")
     if root.why:
         out.append("<h3>Why this rank</h3><ul>" + "".join(f"<li>{_inline_prose(w)}</li>" for w in root.why) + "</ul>")
     if root.mechanism:
         out.append("<h3>Mechanism</h3>" + _prose(root.mechanism))
-    if root.fix:
-        out.append("<h3>Fix</h3>" + _prose(root.fix))
-    if root.confirm:
-        out.append('<h3>Confirm</h3><ul class="check">'
-                   + "".join(f"<li>{_inline_prose(c)}</li>" for c in root.confirm) + "</ul>")
     if root.prevention:
         out.append("<h3>Prevention</h3>" + _prose(root.prevention))
     if root.references:
@@ -276,39 +318,47 @@ def _job_section(report: Report) -> str:
     return "".join(out)
 
 
-def _chain_section(report: Report) -> str:
+def _chain_section(report: Report, v: views.View) -> str:
     if not report.chain:
         return ""
     items = []
     for link in report.chain:
         ranks = f" ranks {_e(link.ranks)}" if link.ranks else ""
         count = f" ({link.count})" if link.count > 1 else ""
-        summary = f" — {_inline_prose(link.summary)}" if link.summary else ""
+        text = v.link_summary(link)
+        summary = f" — {_inline_prose(text)}" if text else ""
         items.append(f"<li><b>{_e(link.stage)}</b> <code>{_e(link.rule)}</code>{ranks}{count}{summary}</li>")
     return "<h2>Causal chain</h2><ol>" + "".join(items) + "</ol>"
 
 
-def _collateral_section(report: Report) -> str:
+def _collateral_section(report: Report, v: views.View) -> str:
     if not report.groups:
         return "<h2>Collateral</h2><p>No other rank's errors were attributed to the root.</p>"
     rows = []
     for g in report.groups:
         when = f"{fmt_delta(g.first_after_s)} … {fmt_delta(g.last_after_s)}" if g.first_after_s is not None else "-"
         rows.append((_td(f"<code>{_e(g.rule)}</code>" + (f" {_e(g.title)}" if g.title else "")),
-                     _td(_e(g.label or g.role)), _td(_e(g.ranks or "-")), _td(str(g.count)), _td(_e(when)),
+                     _td(_e(group_part(g.label, g.role))), _td(_e(g.ranks or "-")), _td(str(g.count)), _td(_e(when)),
                      _td(_e(f"{fmt_time(g.first)} → {fmt_time(g.last, date=False)}"))))
-    return ("<h2>Collateral</h2><p>Errors on other ranks that follow from the root, grouped by rule and rank set:</p>"
+    n = v.collateral_ranks
+    lead = (f"Errors of {n} other rank{'s' if n != 1 else ''} follow from the root; with the root rank's own later "
+            "lines and the teardown, grouped by rule and rank set:" if n else
+            "No other rank's errors were attributed to the root; the lines the job ended with, grouped by rule:")
+    return (f"<h2>Collateral</h2><p>{_e(lead)}</p>"
             + _table(("rule", "part", "ranks", "events", "after root", "first → last (UTC)"), rows))
 
 
-def _timeline_table(report: Report, limit: int) -> str:
-    out = ["<h2>Timeline table</h2>"]
+def _timeline_table(report: Report, v: views.View, limit: int) -> str:
     if not report.timeline:
-        return "".join(out) + "<p>No rule matched any line.</p>"
+        return "<h2>Timeline table</h2><p>No rule matched any line.</p>"
     kept, left_out = select_timeline(report.timeline, limit)
+    # folded: the picture is the overview; the table is for looking a line up
+    out = [f'<details class="tl-table"><summary><h2>Timeline table</h2> '
+           f'<span class="sub">{len(kept)} of {len(report.timeline)} events — click to open</span></summary>']
     if left_out:
         out.append(f'<p class="sub">{len(kept)} of {len(report.timeline)} events shown; {left_out} left out '
                    "(repeats of the waves above; the picture and the JSON or Parquet output have all of them).</p>")
+    root_event = v.root.event if v.root is not None else None
     rows, classes = [], []
     for e in kept:
         when = fmt_time(e.time) if e.time else "-"
@@ -316,13 +366,13 @@ def _timeline_table(report: Report, limit: int) -> str:
             when += " ~"
         rows.append((_td(_e(when)), _td(_e(fmt_delta(e.after_root_s))), _td(_e(e.host or "-")),
                      _td("-" if e.rank is None else str(e.rank)), _td(f"<code>{_e(e.rule)}</code>"),
-                     _td(_e(e.label or e.role)), _td(f"<code>{_e(e.path)}:{e.line}</code>"),
+                     _td(_e(v.part(e))), _td(f"<code>{_e(e.path)}:{e.line}</code>"),
                      _td(_e(clip(e.text, 400)), "txt")))
-        classes.append("is-root" if e.label == "root" else "")
+        classes.append("is-root" if root_event is not None and e is root_event else "")
     out.append(_table(("time (UTC)", "after root", "host", "rank", "rule", "part", "where", "text"), rows, classes))
     if any(e.time and e.time_kind != "own" for e in kept):
         out.append('<p class="sub">~ the line had no timestamp of its own: its time comes from a neighbouring line.</p>')
-    return "".join(out)
+    return "".join(out) + "</details>"
 
 
 def _ranks_section(report: Report) -> str:
@@ -565,6 +615,30 @@ def _plan_lanes(report: Report, budget: int, root_s: float | None
     return keep, untimed, 2
 
 
+#: a gap between the root and its first collateral wider than this share of the plot is annotated
+_GAP_SHARE = 0.12
+
+
+def _gap_note(view: views.View, root_s: float, xr: float, cy: float, x_of: Callable[[float], float],
+              inside: Callable[[float], bool], plot_w: float) -> str:
+    """The wait between the root and the other ranks' first error, drawn along the root's lane as an
+    arrow and said in words: for a watchdog timeout, the NCCL timeout the peers waited out."""
+    firsts = [(t, g) for g in view.collateral if (t := parse_iso(g.first)) is not None and t > root_s]
+    if not firsts:
+        return ""
+    t, group = min(firsts, key=lambda p: p[0])
+    x = x_of(t)
+    if not inside(t) or x - xr < _GAP_SHARE * plot_w:
+        return ""
+    watchdog = any(g.rule.startswith("nccl.watchdog") and parse_iso(g.first) == t for g in view.collateral)
+    what = ("the other ranks waited out their NCCL watchdog timeout" if watchdog
+            else f"until the other ranks' first error ({group.rule})")
+    label = f"{fmt_delta(t - root_s)}: {what}"
+    return (f'<g class="gap"><line class="gapline" x1="{xr + 10:.1f}" y1="{cy:.1f}" x2="{x - 4:.1f}" y2="{cy:.1f}"/>'
+            f'<polygon points="{x - 4:.1f},{cy - 4:.1f} {x:.1f},{cy:.1f} {x - 4:.1f},{cy + 4:.1f}"/>'
+            f'<text class="gaplbl" x="{(xr + x) / 2:.1f}" y="{cy - 3:.1f}" text-anchor="middle">{_e(label)}</text></g>')
+
+
 def _nice_step(span: float) -> float:
     for step in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300,
                  600, 900, 1800, 3600, 7200, 10800, 21600, 43200, *(86400 * d for d in (1, 2, 7, 14, 30, 61, 91, 182, 365))):
@@ -588,7 +662,15 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _find_root_event(report: Report) -> TimelineEvent | None:
+def _find_root_event(report: Report, view: views.View | None = None) -> TimelineEvent | None:
+    """The timeline event that is the root's own line (the view's), or None (a hang's culprit has none)."""
+    v = view if view is not None else views.build(report)
+    if v.root is None:
+        return None
+    if v.root.event is not None:
+        return v.root.event
+    if v.root.line is None:
+        return None
     for event in report.timeline:
         if event.label == "root":
             return event
@@ -635,14 +717,15 @@ def detail_window(report: Report) -> tuple[float, float] | None:
 
 
 def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tuple[float, float] | None = None,
-                 root_id: bool = True) -> tuple[str, bool, str]:
+                 root_id: bool = True, view: views.View | None = None) -> tuple[str, bool, str]:
     """``(svg markup, whether the root event was drawn with its id, caption HTML)``.
 
     ``window`` limits the axis to that span (seconds since the epoch) for a detail picture;
     ``root_id`` puts ``id="root-event"`` on the root mark (only one picture of a page may).
     """
     root = report.root_cause
-    root_event = _find_root_event(report)
+    view = view if view is not None else views.build(report)
+    root_event = _find_root_event(report, view)
     root_s = parse_iso(root.time) if root is not None else None
     if root_s is None and root_event is not None:
         root_s = parse_iso(root_event.time)
@@ -737,15 +820,25 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tupl
             else "no clock correction (no anchors)")
     axis.append(f'<text class="tick" x="{_GUTTER}" y="{bottom + 32:.1f}">time, UTC {day} — {_e(skew)}</text>')
 
-    # collateral waves: shaded from a group's first to its last event
+    # collateral waves: shaded over the lanes from a group's first to its last event; teardown and
+    # job-level groups (every rank's SIGTERM, the scheduler's cancel) would cover the whole plot, so
+    # they are bars in the label band above the lanes, on their label's row
+    row_of = {id(g): row for row, g in enumerate(labelled)}
     for group in waves:
         lo, hi = wave_span(group) or (t0, t0)
         x0, x1 = clamp(x_of(lo)), clamp(x_of(hi))
         kind = group.label or group.role
+        tip = (f'<title>{_e(kind)} wave: {_e(group.rule)} — {group.count} events on '
+               f'ranks {_e(group.ranks or "-")}, {_e(fmt_delta(group.first_after_s))} … '
+               f'{_e(fmt_delta(group.last_after_s))} after the root</title>')
+        if kind in ("teardown", "job"):
+            row = row_of.get(id(group))
+            by, bh = (8 + 14 * row, 12.0) if row is not None else (top - 7, 3.0)
+            svg.append(f'<rect class="band band-{_e(kind)}" x="{x0 - 1:.1f}" y="{by:.1f}" '
+                       f'width="{max(x1 - x0, 3.0) + 2:.1f}" height="{bh:.1f}">{tip}</rect>')
+            continue
         svg.append(f'<rect class="wave wave-{_e(kind)}" x="{x0 - 1:.1f}" y="{top - 4:.1f}" width="{max(x1 - x0, 3.0) + 2:.1f}" '
-                   f'height="{bottom - top + 4:.1f}"><title>{_e(kind)} wave: {_e(group.rule)} — {group.count} events on '
-                   f'ranks {_e(group.ranks or "-")}, {_e(fmt_delta(group.first_after_s))} … '
-                   f'{_e(fmt_delta(group.last_after_s))} after the root</title></rect>')
+                   f'height="{bottom - top + 4:.1f}">{tip}</rect>')
     for row, group in enumerate(labelled):
         lo, _ = wave_span(group) or (t0, t0)
         x0 = clamp(x_of(lo))
@@ -809,14 +902,18 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tupl
             text = root_event.text if root_event is not None else (root.evidence[0].text if root.evidence else root.title)
             where = (f"{root_event.path}:{root_event.line}" if root_event is not None
                      else (f"{root.evidence[0].path}:{root.evidence[0].line}" if root.evidence else ""))
-            root_tip = (f"ROOT CAUSE {fmt_time(root.time)} UTC · {who(root.rank, root.host, root.local_rank)} · "
-                        f"{root.rule} · {where}", clip(text, 300))
+            if view.root is not None and view.root.line is None:  # a hang's culprit: no line of its own
+                text, where = view.headline, ""
+            root_tip = (f"ROOT CAUSE {fmt_time(root.time)} UTC ({view.root.time_means if view.root else ''}) · "
+                        f"{who(root.rank, root.host, root.local_rank)} · {root.rule}" + (f" · {where}" if where else ""),
+                        clip(text, 300))
             ident = ' id="root-event"' if root_id else ""
             svg.append(f'<g{ident} class="root-event" data-rank="{_e(root.rank)}" data-rule="{_e(root.rule)}">'
                        f'<title>{_e_lines(*root_tip)}</title>'
                        f'<polygon points="{xr:.1f},{cy - 7:.1f} {xr + 7:.1f},{cy:.1f} {xr:.1f},{cy + 7:.1f} {xr - 7:.1f},{cy:.1f}"/>'
                        f'<text class="lbl-root" x="{xr + 9:.1f}" y="{cy + 4:.1f}">root</text></g>')
             drawn = root_id
+            svg.append(_gap_note(view, root_s, xr, cy, x_of, inside, plot_w))
     svg.extend(axis)
     svg.append("</svg>")
     return "".join(svg), drawn, caption

@@ -18,21 +18,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
 
 from correlator.model import (
     AttemptVerdict,
     DiagCode,
     LauncherTableRow,
     Report,
-    RootCause,
     TimelineEvent,
     Verdict,
-    compress_ranks,
+    expand_ranks,
     field_names,
 )
-from correlator.model.evidence import describe
+from correlator.report import view as views
 from correlator.report.safe import visible, visible_lines
+from correlator.report.view import VERDICT_WORDS as _VERDICT_WORDS
+from correlator.report.view import fmt_duration, fmt_time, parse_dt, parse_iso, rank_ranges, who
+
+__all__ = ["fmt_duration", "fmt_time", "parse_dt", "parse_iso", "rank_ranges", "who"]  # shared with html, trace
 
 #: timeline rows a Markdown post-mortem shows before it says how many were left out
 TIMELINE_LIMIT = 200
@@ -41,49 +43,26 @@ TEXT_LIMIT = 240
 #: list items (hosts, clock rows, diagnostics) shown before "... and N more"
 LIST_LIMIT = 40
 
-_VERDICT_WORDS = {
-    Verdict.ROOT_CAUSE: "root cause found",
-    Verdict.JOB_LEVEL: "job-level end (no failing rank)",
-    Verdict.NO_FAILURE: "no failure found",
-    Verdict.UNDETERMINED: "failures seen, but no rank can be named",
-}
 
 
 
 # --- shared view helpers (also used by html.py) --------------------------------------------------
 
 
-def root_facts(root: RootCause, esc: Callable[[str], str], code: Callable[[str], str]) -> list[tuple[str, str]]:
+def root_facts(root: views.RootView, esc: Callable[[str], str], code: Callable[[str], str]) -> list[tuple[str, str]]:
     """The root cause's fact rows, one wording for the Markdown and HTML documents; ``esc`` and
     ``code`` make text safe (and code-styled) for the document being written."""
-    rows = [("where", esc(who(root.rank, root.host, root.local_rank))),
-            ("what", f"{esc(root.title)} ({code(root.rule)})"),
+    rows = [("where", esc(root.where)),
+            ("what", esc(root.what) + f" ({code(root.rule)})"),
             ("category / severity", f"{esc(root.category)} / {esc(root.severity)}"),
-            ("when", esc(f"{fmt_time(root.time)} UTC") if root.time else "no timestamp"),
+            ("when", esc(f"{fmt_time(root.time)} UTC ({root.time_means})") if root.time else "no timestamp"),
             ("confidence", f"{root.confidence:.2f}"),
-            ("decided by", esc(describe(root.decided_by)))]
+            ("decided by", esc(root.decided_text))]
     if root.tie:
         rows.append(("tied with", esc(f"ranks {rank_ranges(root.tie)} (could not be ordered before it)")))
     if root.attempt is not None:
         rows.append(("attempt", esc(str(root.attempt))))
     return rows
-
-
-def parse_dt(text: str | None) -> datetime | None:
-    """The aware datetime of a report time (``2026-03-02T14:07:31.412Z``), or None."""
-    if not text:
-        return None
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
-
-
-def parse_iso(text: str | None) -> float | None:
-    """Seconds since the epoch of a report time, or None."""
-    dt = parse_dt(text)
-    return dt.timestamp() if dt is not None else None
 
 
 def survived_notes(report: Report) -> list[str]:
@@ -104,18 +83,6 @@ def unread_notes(report: Report) -> list[str]:
     return notes
 
 
-def fmt_time(text: str | None, *, date: bool = True) -> str:
-    """A report time for people: ``2026-03-02 14:07:31.412`` (UTC), or ``14:07:31.412``."""
-    if not text:
-        return "-"
-    seconds = parse_iso(text)
-    if seconds is None:
-        return text
-    dt = datetime.fromtimestamp(seconds, tz=UTC)
-    clock = dt.strftime("%H:%M:%S") + f".{int(round(dt.microsecond / 1000)) % 1000:03d}"
-    return f"{dt.strftime('%Y-%m-%d')} {clock}" if date else clock
-
-
 def fmt_delta(seconds: float | None) -> str:
     """A delay after the root: ``+600.2 s``, ``+35 ms``, ``-1.20 s``, ``0 s``."""
     if seconds is None:
@@ -134,60 +101,15 @@ def fmt_delta(seconds: float | None) -> str:
     return f"{sign}{mag:.0f} s ({hours} h {rest // 60:02d} min)"
 
 
-def fmt_duration(seconds: float) -> str:
-    mag = abs(seconds)
-    if mag < 60:
-        return f"{mag:.1f} s"
-    if mag < 3600:
-        return f"{int(mag // 60)} min {int(mag % 60):02d} s"
-    return f"{int(mag // 3600)} h {int(mag % 3600 // 60):02d} min"
-
-
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2,5`` (the same notation as a group's ``ranks``)."""
-    return compress_ranks(list(ranks))
+def headline(report: Report) -> str:
+    """One line a person reads first (the view's); plain text (callers escape it for their format)."""
+    return views.build(report).headline
 
 
 def clip(text: str, limit: int = TEXT_LIMIT) -> str:
     """One line of log text for a table, a tooltip or a fence: line breaks marked, controls shown, capped."""
     text = visible(text.replace("\r", " ").replace("\n", " ⏎ "))
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def who(rank: int | None, host: str | None, local_rank: int | None = None) -> str:
-    """``rank 37 on gpu-a09 (local rank 5)``; plain text, not escaped."""
-    parts = [f"rank {rank}" if rank is not None else "no rank"]
-    if host:
-        parts.append(f"on {host}")
-    if local_rank is not None:
-        parts.append(f"(local rank {local_rank})")
-    return " ".join(parts)
-
-
-def headline(report: Report) -> str:
-    """One line a person reads first; plain text (callers escape it for their format)."""
-    root = report.root_cause
-    if report.verdict == Verdict.ROOT_CAUSE and root is not None:
-        tie = f", tied with ranks {rank_ranges(root.tie)}" if root.tie else ""
-        return f"{who(root.rank, root.host)} failed first: {root.title}{tie}"
-    if report.verdict == Verdict.JOB_LEVEL:
-        title = root.title if root is not None else _job_end_title(report)
-        return f"the job ended for a job-level reason: {title}" if title else "the job ended for a job-level reason"
-    if report.verdict == Verdict.NO_FAILURE:
-        return "no failure found in the logs"
-    if not any(g.label in ("collateral", "independent", "root") for g in report.groups):
-        return "the job was torn down, but no failure was found in the logs"
-    return "failures were seen, but no rank can be named as the first"
-
-
-def _job_end_title(report: Report) -> str:
-    for group in report.groups:
-        if group.role == "job":
-            return group.title or group.rule
-    for link in report.chain:
-        if link.stage == "job":
-            return link.summary or link.rule
-    return ""
 
 
 def _seq_text(value: object) -> str:
@@ -399,35 +321,59 @@ def _one_date(report: Report) -> bool:
 # --- the document --------------------------------------------------------------------------------
 
 
-def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT) -> str:
-    """The post-mortem as GitHub-flavoured Markdown."""
+def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, command: str | None = None) -> str:
+    """The post-mortem as GitHub-flavoured Markdown; ``command`` is the command line that asked for it."""
+    v = views.build(report, command=command)
     out: list[str] = []
     job_id = report.job.id
     title = f"Post-mortem: job {job_id}" if job_id else "Post-mortem"
-    out += [f"# {md_escape(title)}", "", f"**{md_escape(headline(report))}**", ""]
-    out += _verdict_line(report)
+    out += [f"# {md_escape(title)}", "", f"**{md_escape(v.headline)}**", ""]
+    out += [verdict_line(v, md_escape, md_code), ""]
+    out += _impact_section(v)
+    out += _action_section(v)
+    out += _root_section(report, v)
+    out += _mermaid_section(report, v)
     out += _job_section(report)
-    out += _root_section(report)
-    out += _chain_section(report)
-    out += _collateral_section(report)
-    out += _timeline_section(report, timeline_limit)
+    out += _chain_section(report, v)
+    out += _collateral_section(report, v)
+    out += _timeline_section(report, v, timeline_limit)
     out += _ranks_section(report)
     out += _attempts_section(report)
     out += _diagnostics_section(report)
-    out += ["---", f"_Written by correlate from report schema `{md_escape(report.schema)}`; "
-                   "all times UTC._", ""]
+    out += ["---", f"_Written by {md_escape(v.stamp.line())}; all times UTC._", ""]
     return visible_lines("\n".join(out))  # every piece was made safe; this catches one that was not
 
 
-def _verdict_line(report: Report) -> list[str]:
-    root = report.root_cause
-    bits = [f"verdict: **{_VERDICT_WORDS.get(report.verdict, str(report.verdict))}**"]
+def verdict_line(v: views.View, esc: Callable[[str], str], code: Callable[[str], str]) -> str:
+    """``verdict: root cause found · rank 11 · rule `x` · at ... UTC (...) · confidence 0.83``: one
+    wording for the Markdown and HTML documents (``esc`` and ``code`` make it safe for each)."""
+    bits = [esc(f"verdict: {v.words}")]
+    root = v.root
     if root is not None:
-        bits.append(f"rule {md_code(root.rule)}")
-        if root.time:
-            bits.append(f"at {fmt_time(root.time)} UTC")
-        bits.append(f"confidence {root.confidence:.2f}")
-    return [" · ".join(bits), ""]
+        if root.rank is not None:
+            bits.append(esc(f"rank {root.rank}"))
+        bits.append(f"rule {code(root.rule)}")
+        bits.append(esc(v.time_line()))
+    return " · ".join(bits)
+
+
+def _impact_section(v: views.View) -> list[str]:
+    lines = v.impact.lines()
+    if not lines:
+        return []
+    return ["## Impact", ""] + [f"- {md_escape(x)}" for x in lines] + [""]
+
+
+def _action_section(v: views.View) -> list[str]:
+    root = v.root
+    if root is None or not (root.fix or v.actions):
+        return []
+    out = ["## What to do", ""]
+    if root.fix:
+        out += [md_prose(root.fix), ""]
+    if v.actions:
+        out += ["Action items:", ""] + [f"- [ ] {md_prose(c, inline=True)}" for c in v.actions] + [""]
+    return out
 
 
 def _job_section(report: Report) -> list[str]:
@@ -445,10 +391,10 @@ def _job_section(report: Report) -> list[str]:
     return out
 
 
-def _root_section(report: Report) -> list[str]:
-    root = report.root_cause
+def _root_section(report: Report, v: views.View) -> list[str]:
+    root = v.root
+    out = ["## Root cause", ""]
     if root is None:
-        out = ["## Root cause", ""]
         if report.verdict == Verdict.NO_FAILURE:
             survived = survived_notes(report)
             if survived:
@@ -457,37 +403,36 @@ def _root_section(report: Report) -> list[str]:
             else:
                 out += ["No rank logged a failure that the rules know, and no job-level end was seen.", ""]
         elif report.verdict == Verdict.JOB_LEVEL:
-            out += [f"The job was ended from outside ({md_escape(_job_end_title(report) or 'job-level event')}); "
+            out += [f"The job was ended from outside ({md_escape(views.job_end_title(report) or 'job-level event')}); "
                     "no rank failed before that.", ""]
         else:
             out += ["Failures were seen but the evidence does not single out a first rank; "
                     "see the timeline and the diagnostics below.", ""]
+            out += [f"- {md_prose(x, inline=True)}" for x in report.verdict_notes(DiagCode.VERDICT_REASON)] + [""]
         return out
-    out = ["## Root cause", ""]
-    facts = root_facts(root, md_escape, md_code)
-    out += _table(("", ""), facts) + [""]
+    out += _table(("", ""), root_facts(root, md_escape, md_code)) + [""]
     out += ["### Evidence", ""]
-    if root.evidence:
-        for ev in root.evidence:
-            out.append(f"- {md_code(f'{ev.path}:{ev.line}')} {md_code(clip(ev.text))}")
-    else:
+    if root.line is not None:
+        out.append(f"- its own line: {md_code(f'{root.line.path}:{root.line.line}')} {md_code(clip(root.line.text))}")
+    elif root.kind in (views.Kind.HANG, views.Kind.ODD_COLLECTIVE):
+        out.append(f"- {md_escape(root.who)} printed nothing about the hang: the verdict rests on what the other "
+                   "ranks report and on what it did not do (see “Why this rank”).")
+    for ev in root.peer_lines:
+        out.append(f"- what the other ranks report: {md_code(f'{ev.path}:{ev.line}')} {md_code(clip(ev.text))}")
+    if root.line is None and not root.peer_lines:
         out.append("_No log line carries this verdict on its own; see “Why this rank”._")
     out.append("")
     if root.context:
         # the lines around the root line in its own stream (the traceback above it), as written
         shown = [clip(x) for x in root.context]
         fence = fence_for(shown)
-        out += ["Around it:", "", fence + "text"]
+        out += ["Around it (its traceback, as written):", "", fence + "text"]
         out += shown
         out += [fence, ""]
     if root.why:
         out += ["### Why this rank", ""] + [f"- {md_prose(w, inline=True)}" for w in root.why] + [""]
     if root.mechanism:
         out += ["### Mechanism", "", md_prose(root.mechanism), ""]
-    if root.fix:
-        out += ["### Fix", "", md_prose(root.fix), ""]
-    if root.confirm:
-        out += ["### Confirm", ""] + [f"- [ ] {md_prose(c, inline=True)}" for c in root.confirm] + [""]
     if root.prevention:
         out += ["### Prevention", "", md_prose(root.prevention), ""]
     if root.references:
@@ -495,39 +440,115 @@ def _root_section(report: Report) -> list[str]:
     return out
 
 
-def _chain_section(report: Report) -> list[str]:
+#: characters a Mermaid label may hold as they are; any other is replaced (``mermaid_text``)
+_MERMAID_SAFE = re.compile(r"[^A-Za-z0-9 ._,+/()=\-]")
+#: events a Mermaid timeline shows (the root, the largest waves, the ends)
+MERMAID_EVENTS = 10
+
+
+def mermaid_text(text: str, limit: int = 80) -> str:
+    """Text for a Mermaid label: Mermaid has no escape that every diagram type honours, and ``:``,
+    ``#``, ``;``, quotes, brackets and HTML act as syntax there, so every character outside a small
+    safe set (letters, digits, space, ``._,+/()=-``) becomes ``_``, and the result is capped."""
+    text = _MERMAID_SAFE.sub("_", visible(" ".join(text.split())))
+    return text if len(text) <= limit else text[: limit - 1] + "_"
+
+
+def mermaid_timeline(report: Report, v: views.View) -> list[str]:
+    """The job as a Mermaid ``timeline`` diagram (GitHub renders it): its first line, the root, the
+    collateral waves and teardown by their delay after the root, the last line. [] when nothing has
+    a time."""
+    root = v.root
+    root_s = parse_iso(root.time) if root is not None else None
+    points: list[tuple[float, str, str]] = []  # (seconds, period, event)
+
+    def when(seconds: float) -> str:
+        if root_s is None:
+            return fmt_time(views.iso_of(seconds), date=False).replace(":", "h", 1).replace(":", "m", 1)
+        return fmt_delta(seconds - root_s)
+
+    start, end = parse_iso(v.impact.start), parse_iso(v.impact.end)
+    if start is not None:
+        points.append((start, when(start), "first line of the job"))
+    if root is not None and root_s is not None:
+        points.append((root_s, when(root_s), f"ROOT {root.who} {root.rule}"))
+    groups = sorted(v.collateral + v.teardown, key=lambda g: -g.count)[:MERMAID_EVENTS - 3]
+    for g in groups:
+        at = parse_iso(g.first)
+        if at is None:
+            continue
+        n = len(expand_ranks(g.ranks)) if g.ranks else 0
+        subject = f"{n} rank{'s' if n != 1 else ''}" if n else f"{g.count} line{'s' if g.count != 1 else ''}"
+        points.append((at, when(at), f"{g.label or g.role} {subject} {g.rule}"))
+    if end is not None:
+        points.append((end, when(end), "last line of the job"))
+    if len(points) < 2:
+        return []
+    points.sort(key=lambda p: p[0])
+    title = ("after the root, UTC " + fmt_time(root.time).replace(":", "h", 1).replace(":", "m", 1)
+             if root is not None and root_s is not None else "UTC")
+    lines = ["```mermaid", "timeline", f"    title {mermaid_text(title)}"]
+    last_period = None
+    for _, period, event in points:
+        label = mermaid_text(event)
+        if period == last_period:
+            lines.append(f"        : {label}")
+        else:
+            lines.append(f"    {mermaid_text(period, 24)} : {label}")
+            last_period = period
+    return lines + ["```"]
+
+
+def _mermaid_section(report: Report, v: views.View) -> list[str]:
+    diagram = mermaid_timeline(report, v)
+    if not diagram:
+        return []
+    return ["## Timeline", ""] + diagram + [""]
+
+
+def _chain_section(report: Report, v: views.View) -> list[str]:
     if not report.chain:
         return []
     out = ["## Causal chain", ""]
     for number, link in enumerate(report.chain, start=1):
         ranks = f" ranks {md_escape(link.ranks)}" if link.ranks else ""
         count = f" ({link.count})" if link.count > 1 else ""
-        summary = f" — {md_prose(link.summary, inline=True)}" if link.summary else ""
+        text = v.link_summary(link)
+        summary = f" — {md_prose(text, inline=True)}" if text else ""
         out.append(f"{number}. **{md_escape(link.stage)}** {md_code(link.rule)}{ranks}{count}{summary}")
     return out + [""]
 
 
-def _collateral_section(report: Report) -> list[str]:
+def group_part(group_label: str, role: str) -> str:
+    """A group's part in words (the root rank's own later lines are the root's, not collateral)."""
+    return "root (its own later lines)" if group_label == "root" else (group_label or role)
+
+
+def _collateral_section(report: Report, v: views.View) -> list[str]:
     out = ["## Collateral", ""]
     if not report.groups:
         return out + ["_No other rank's errors were attributed to the root._", ""]
-    out += ["Errors on other ranks that follow from the root, grouped by rule and rank set:", ""]
+    n = v.collateral_ranks
+    out += [f"Errors of {n} other rank{'s' if n != 1 else ''} follow from the root; with the root rank's own "
+            "later lines and the teardown, grouped by rule and rank set:" if n else
+            "No other rank's errors were attributed to the root; the lines the job ended with, grouped by rule:", ""]
     rows = []
     for g in report.groups:
         when = f"{fmt_delta(g.first_after_s)} … {fmt_delta(g.last_after_s)}" \
             if g.first_after_s is not None else "-"
         rows.append((md_code(g.rule) + (f" {md_escape(g.title)}" if g.title else ""),
-                     md_escape(g.label or g.role), md_escape(g.ranks or "-"), str(g.count),
+                     md_escape(group_part(g.label, g.role)), md_escape(g.ranks or "-"), str(g.count),
                      when, f"{fmt_time(g.first)} → {fmt_time(g.last, date=False)}"))
     out += _table(("rule", "part", "ranks", "events", "after root", "first → last (UTC)"), rows)
     return out + [""]
 
 
-def _timeline_section(report: Report, limit: int) -> list[str]:
-    out = ["## Timeline", ""]
+def _timeline_section(report: Report, v: views.View, limit: int) -> list[str]:
     if not report.timeline:
-        return out + ["_No rule matched any line._", ""]
+        return ["## Timeline table", "", "_No rule matched any line._", ""]
     kept, left_out = select_timeline(report.timeline, limit)
+    # folded: GitHub shows a <details> block closed, and renders the Markdown inside it after a blank line
+    out = ["<details>", f"<summary>Timeline table ({len(kept)} of {len(report.timeline)} events)</summary>", ""]
     one_date = _one_date(report)
     if one_date:
         first = next((e.time for e in report.timeline if e.time), None)
@@ -536,19 +557,20 @@ def _timeline_section(report: Report, limit: int) -> list[str]:
     if left_out:
         out += [f"_{len(kept)} of {len(report.timeline)} events shown; {left_out} left out "
                 "(repeats of the waves above; the JSON or Parquet output has all of them)._", ""]
+    root_event = v.root.event if v.root is not None else None
     rows = []
     for e in kept:
-        marker = "**ROOT** " if e.label == "root" else ""
+        marker = "**ROOT** " if root_event is not None and e is root_event else ""
         when = fmt_time(e.time, date=not one_date) if e.time else "-"
         if e.time and e.time_kind != "own":
             when += " ~"
         rows.append((when, fmt_delta(e.after_root_s), md_escape(e.host or "-"),
                      "-" if e.rank is None else str(e.rank), marker + md_code(e.rule),
-                     md_escape(e.label or e.role), md_code(f"{e.path}:{e.line}"), md_code(clip(e.text))))
+                     md_escape(v.part(e)), md_code(f"{e.path}:{e.line}"), md_code(clip(e.text))))
     out += _table(("time", "after root", "host", "rank", "rule", "part", "where", "text"), rows)
     if any(e.time and e.time_kind != "own" for e in kept):
         out += ["", "_~ the line had no timestamp of its own: its time is taken from a neighbouring line._"]
-    return out + [""]
+    return out + ["", "</details>", ""]
 
 
 def _ranks_section(report: Report) -> list[str]:

@@ -1,56 +1,42 @@
-"""The terminal summary (DESIGN §1): the verdict, the evidence line, collateral, why, fix, confirm.
+"""The terminal summary (DESIGN §1): the verdict, its line, the impact, collateral, why, fix, confirm.
 
-Plain text unless ``color=True`` (the CLI asks for colour only when stdout is a TTY). Every line
-of a block is made safe (``correlator.report.safe.visible``) as it is laid out, so no log line,
-file name or rule text can act on the terminal or start a line of its own; the only control codes
-written are this module's colours.
+It lays out the view (``correlator.report.view``: the same verdict, rank, rule and time every
+format states) in two columns with ``rich`` (a label column and wrapped text), at the width it is
+given (the CLI passes the terminal's; 100 columns when the output is not a terminal). Plain text
+unless ``color=True`` (the CLI asks for colour only when stdout is a TTY and ``NO_COLOR`` is not
+set). ``brief=True`` is the three-line answer: the verdict, the root's line, the fix.
+
+Every string is made safe (``correlator.report.safe.visible``) before it is laid out and goes to
+``rich`` as a ``Text`` (never as markup: a log line holding ``[bold]`` stays that text), with
+highlighting and emoji codes off; so no log line, file name or rule text can act on the terminal or
+start a line of its own, and the only control codes written are the colours ``rich`` writes.
 """
 
 from __future__ import annotations
 
-import textwrap
+import io
+import re
+from collections.abc import Iterable
 
 from correlator.model import DiagCode, Report, Verdict, expand_ranks
-from correlator.model.evidence import (
-    HANG_KINDS,
-    ODD_COLLECTIVE_KINDS,
-    EvidenceKind,
-    describe,
-)
+from correlator.report import view as views
 from correlator.report.markdown import survived_notes
 from correlator.report.safe import visible
 
-_W = 14  # width of the left label column
-_WIDTH = 100
+#: width of the label column
+_W = 14
+#: width when the caller gives none (not a terminal)
+WIDTH = 100
+#: the narrowest layout (below it the label column would leave no room)
+_MIN_WIDTH = 40
 
-
-#: hang verdicts (no rank printed a failure), and those whose culprit timed out in another collective
-_HANG = {str(k) for k in HANG_KINDS}
-_ODD_COLLECTIVE = {str(k) for k in ODD_COLLECTIVE_KINDS}
-
-
-def _c(text: str, code: str, color: bool) -> str:
-    return f"\x1b[{code}m{text}\x1b[0m" if color else text
-
-
-def _block(label: str, lines: list[str], color: bool, code: str = "1") -> list[str]:
-    out = []
-    for i, line in enumerate(lines):
-        head = _c(label.ljust(_W), code, color) if i == 0 else " " * _W
-        out.append(head + visible(line))
-    return out
-
-
-def _wrap(text: str, indent: int = 0) -> list[str]:
-    out = []
-    for para in text.strip().split("\n\n"):
-        para = " ".join(para.split())
-        out.extend(textwrap.wrap(para, _WIDTH - _W - indent) or [""])
-    return out
+#: label styles: the verdict's colour by kind of answer
+_STYLE = {"root cause": "bold red", "job ended": "bold yellow", "no failure": "bold green",
+          "undetermined": "bold yellow", "fix": "bold green", "unread": "bold yellow"}
 
 
 def _time(t: str | None) -> str:
-    return t.replace("T", " ").replace("Z", " UTC") if t else "(no time)"
+    return f"{views.fmt_time(t)} UTC" if t else "(no time)"
 
 
 def _delay(a: float | None, b: float | None) -> str:
@@ -61,52 +47,63 @@ def _delay(a: float | None, b: float | None) -> str:
     return f"{a:+.1f} s .. {b:+.1f} s"
 
 
-def render(report: Report, color: bool = False) -> str:
-    lines: list[str] = []
-    rc = report.root_cause
-    v = report.verdict
-    if v is Verdict.ROOT_CAUSE and rc is not None:
-        wave = rc.decided_by == EvidenceKind.NODE_WAVE
-        who = f"rank {rc.rank}" if rc.rank is not None else ("every rank" if wave else "unknown rank")
-        bits = [x for x in (f"node {rc.host}" if rc.host else "", f"local rank {rc.local_rank}" if rc.local_rank is not None else "") if x]
-        if bits:
-            who += f" ({', '.join(bits)})"
-        head = f"{who} at {_time(rc.time)}   confidence {rc.confidence:.2f}"
-        if rc.decided_by in _HANG:
-            what = ("it timed out too, but not in the collective its peers were in" if rc.decided_by in _ODD_COLLECTIVE
-                    else "it logged no error")
-            body = [head, f"hang culprit: {what}; the other ranks report {rc.rule}",
-                    f"decided by: {describe(rc.decided_by)}"]
-        else:
-            body = [head, f"{rc.rule} — {rc.title}"]
-            if rc.decided_by != EvidenceKind.PRIMARY:
-                body.append(f"decided by: {describe(rc.decided_by)}")
-        for ev in rc.evidence[:3]:
-            body.append(f"{ev.path}:{ev.line}  {ev.text[:160]}")
-        if rc.tie:
-            body.append(f"tie: could not be ordered against rank(s) {', '.join(map(str, rc.tie))}")
-        lines += _block("root cause", body, color, "1;31")
-    elif v is Verdict.JOB_LEVEL and rc is not None:
-        body = [f"{rc.rule} — {rc.title}", f"at {_time(rc.time)}   confidence {rc.confidence:.2f}"]
-        body += [f"{ev.path}:{ev.line}  {ev.text[:160]}" for ev in rc.evidence[:2]]
-        lines += _block("job ended", body, color, "1;33")
-    elif v is Verdict.NO_FAILURE:
+class _Log(str):
+    """A log line (``path:line  text``): one row, cut with an ellipsis at the width, never wrapped."""
+
+    __slots__ = ()
+
+
+def _items(lines: Iterable[str]) -> list[str]:
+    """Bullets: the wrap keeps the hanging indent (rich wraps each row of the body column)."""
+    return ["- " + " ".join(x.split()) for x in lines]
+
+
+def _paras(text: str) -> list[str]:
+    return [" ".join(p.split()) for p in text.strip().split("\n\n") if p.strip()]
+
+
+def _console(width: int, color: bool):  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=width, color_system="standard" if color else None,
+                   force_terminal=color, no_color=not color, highlight=False, emoji=False, markup=False,
+                   soft_wrap=False, legacy_windows=False)
+
+
+def _blocks(report: Report, v: views.View) -> list[tuple[str, list[str], str]]:
+    """(label, lines, style of the lines) of the summary, in order; plain text, not yet safe."""
+    out: list[tuple[str, list[str], str]] = []
+    root = v.root
+    label = {Verdict.ROOT_CAUSE: "root cause", Verdict.JOB_LEVEL: "job ended", Verdict.NO_FAILURE: "no failure"}.get(
+        report.verdict, "undetermined")
+    body = [v.headline]
+    if root is not None:
+        body.append(v.time_line())
+        body.append(f"rule {root.rule}" + ("" if root.kind is views.Kind.FAILURE else f" — {root.title}"))
+        if root.decided_by not in ("primary", "job"):
+            body.append(f"decided by: {root.decided_text}")
+        if root.line is not None:
+            body.append(_Log(f"{root.line.path}:{root.line.line}  {root.line.text}"))
+        elif root.kind in (views.Kind.HANG, views.Kind.ODD_COLLECTIVE):
+            body.append("it printed nothing of the hang; the other ranks report:")
+        for ev in root.peer_lines[:2]:
+            body.append(_Log(f"{ev.path}:{ev.line}  {ev.text}"))
+        if root.line is not None and report.root_cause is not None:
+            for ev in report.root_cause.evidence[1:3]:
+                body.append(_Log(f"{ev.path}:{ev.line}  {ev.text}"))
+        if root.tie:
+            body.append(f"tie: could not be ordered against rank(s) {', '.join(map(str, root.tie))}")
+    elif report.verdict is Verdict.NO_FAILURE:
         said = report.verdict_notes()
-        body = _wrap(said[0], 0) if said else ["no failure, timeout or teardown was found in the logs"]
-        for note in survived_notes(report)[:3]:  # failures the ranks went on from
-            wrapped = _wrap(note, 2)
-            body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
-        lines += _block("no failure", body, color, "1;32")
-    else:
-        seen = any(g.label in ("collateral", "independent", "root") for g in report.groups)
-        body = ["failures were seen, but no rank can be named as the first" if seen else
-                "the job was torn down, but no failure was found in the logs"]
-        for note in report.verdict_notes(DiagCode.VERDICT_REASON, DiagCode.VERDICT_SURVIVED):
-            if len(body) >= 16:
-                break
-            wrapped = _wrap(note, 2)
-            body += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
-        lines += _block("undetermined", body, color, "1;33")
+        if said:
+            body.append(" ".join(said[0].split()))
+        body += _items(survived_notes(report)[:3])  # failures the ranks went on from
+    elif report.verdict is Verdict.UNDETERMINED:
+        body += _items(report.verdict_notes(DiagCode.VERDICT_REASON, DiagCode.VERDICT_SURVIVED)[:8])
+    out.append((label, body, ""))
+    impact = v.impact.lines() if root is not None else []
+    if impact:
+        out.append(("impact", impact, ""))
 
     if len(report.attempts) > 1:  # torchelastic restarted the workers: each attempt's own verdict
         body = []
@@ -114,58 +111,136 @@ def render(report: Report, color: bool = False) -> str:
             what = f"rank {a.rank} {a.rule}" if a.rank is not None else (a.rule or "")
             body.append(f"attempt {a.attempt}: {a.verdict.value.replace('_', ' ')}"
                         + (f" — {what}" if what else "") + (f" at {_time(a.time)}" if a.time else ""))
-        lines += _block("attempts", body, color)
+        out.append(("attempts", body, ""))
 
-    coll = [g for g in report.groups if g.label in ("collateral", "independent")]
-    if coll:
+    if v.collateral:
         body = []
-        for g in coll[:6]:
+        for g in v.collateral[:6]:
             n = len(expand_ranks(g.ranks)) if g.ranks else 0
-            who = f"{n} rank{'s' if n != 1 else ''}" if n else f"{g.count} line{'s' if g.count != 1 else ''}"
+            subject = f"{n} rank{'s' if n != 1 else ''}" if n else f"{g.count} line{'s' if g.count != 1 else ''}"
             extra = f" [{g.label}]" if g.label == "independent" else ""
             ranks = f" ranks {g.ranks}" if g.ranks and n <= 64 else ""
             d = _delay(g.first_after_s, g.last_after_s)
-            body.append(f"{who}: {g.rule}{extra}{ranks}" + (f" ({d})" if d else ""))
-        if len(coll) > 6:
-            body.append(f"... and {len(coll) - 6} more groups (see --format json)")
-        lines += _block("collateral", body, color)
-    tear = [g for g in report.groups if g.label in ("teardown", "job")]
-    if tear:
-        parts = []
-        for g in tear[:5]:
-            d = _delay(g.first_after_s, None)
-            parts.append(f"{g.rule} x{g.count}" + (f" ({d})" if d else ""))
-        lines += _block("teardown", _wrap("; ".join(parts)), color)
+            body.append(f"{subject}: {g.rule}{extra}{ranks}" + (f" ({d})" if d else ""))
+        if len(v.collateral) > 6:
+            body.append(f"... and {len(v.collateral) - 6} more groups (see --format json)")
+        out.append(("collateral", body, ""))
+    if v.root_groups:
+        parts = [f"{g.rule} x{g.count}" + (f" ({_delay(g.first_after_s, None)})" if g.first_after_s is not None else "")
+                 for g in v.root_groups[:5]]
+        out.append(("root's own", ["; ".join(parts)], ""))
+    if v.teardown:
+        parts = [f"{g.rule} x{g.count}" + (f" ({_delay(g.first_after_s, None)})" if g.first_after_s is not None else "")
+                 for g in v.teardown[:5]]
+        out.append(("teardown", ["; ".join(parts)], ""))
     if report.chain and len(report.chain) > 1:
-        lines += _block("chain", _wrap(" -> ".join(link.summary for link in report.chain)), color)
-    if rc is not None:
-        why = []
-        for w in rc.why:
-            wrapped = _wrap(w, 2)
-            why += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
-        lines += _block("why", why, color)
-        lines += _block("mechanism", _wrap(rc.mechanism), color)
-        lines += _block("fix", _wrap(rc.fix), color, "1;32")
-        if rc.confirm:
-            conf = []
-            for c in rc.confirm:
-                wrapped = _wrap(c, 2)
-                conf += ["- " + wrapped[0]] + ["  " + x for x in wrapped[1:]]
-            lines += _block("confirm", conf, color)
-        lines += _block("details", [f"correlate rules explain {rc.rule}"], color)
+        out.append(("chain", [" -> ".join(v.link_summary(link) if link.stage == "root" else link.summary
+                                          for link in report.chain)], ""))
+    if root is not None:
+        out.append(("why", _items(root.why), ""))
+        out.append(("mechanism", _paras(root.mechanism), ""))
+        out.append(("fix", _paras(root.fix), ""))
+        if v.actions:
+            out.append(("confirm", _items(v.actions), ""))
+        out.append(("details", [f"correlate rules explain {root.rule}"], ""))
     if report.clocks:
         worst = max(report.clocks, key=lambda c: abs(c.offset_s))
         resid = max(c.residual_s for c in report.clocks)
-        lines += _block("clocks", [f"aligned {len(report.clocks)} hosts; largest offset {worst.offset_s:+.3f} s "
-                                   f"({worst.host}); residual <= {resid:.3f} s"], color)
+        out.append(("clocks", [f"aligned {len(report.clocks)} hosts; largest offset {worst.offset_s:+.3f} s "
+                               f"({worst.host}); residual <= {resid:.3f} s"], ""))
     warn = [d for d in report.diagnostics if d.level in ("warning", "error")]
     if warn:
         body = [f"{d.path + ': ' if d.path else ''}{d.message}" for d in warn[:8]]
         if len(warn) > 8:
             body.append(f"... and {len(warn) - 8} more (see --format json)")
-        lines += _block("unread", body, color, "1;33")
+        out.append(("unread", body, ""))
     s = report.stats
-    mb = s.bytes / 1e6
-    lines.append(_c(f"{'read'.ljust(_W)}{s.sources} sources, {mb:.1f} MB, {s.lines} lines in {s.seconds:.2f} s", "2", color))
-    return "\n".join(lines) + "\n"
+    out.append(("read", [f"{s.sources} sources, {s.bytes / 1e6:.1f} MB, {s.lines} lines in {s.seconds:.2f} s"], "dim"))
+    return out
 
+
+def render(report: Report, color: bool = False, *, width: int | None = None, brief: bool = False) -> str:
+    """The summary as text ``width`` columns wide (``WIDTH`` when not given)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    v = views.build(report)
+    width = max(_MIN_WIDTH, width or WIDTH)
+    console = _console(width, color)
+    if brief:
+        # three lines whatever the width: the log line is cut to it, our two sentences are not cut
+        # (a pipe gets them whole; a terminal wraps them)
+        verdict, line, fix = brief_lines(report, v)
+        for text, style in ((verdict, "bold"), (_cut(line, width), ""), (fix, "green")):
+            console.print(Text(visible(text), style=style if color else ""), overflow="ignore", crop=False,
+                          no_wrap=True)
+        return _trim(console.file.getvalue())  # type: ignore[attr-defined]
+    grid = Table.grid(padding=0, pad_edge=False, expand=True)
+    grid.add_column(width=_W, no_wrap=True)
+    grid.add_column(min_width=width - _W, max_width=width - _W, overflow="fold")
+    for label, lines, style in _blocks(report, v):
+        label_style = _STYLE.get(label, "dim" if label == "read" else "bold")
+        for i, line in enumerate(lines):
+            if isinstance(line, _Log):
+                text = Text(visible(" ".join(line.split())), style=style, no_wrap=True, overflow="ellipsis")
+                grid.add_row(Text(label if i == 0 else "", style=label_style), text)
+                continue
+            text = Text(visible(line), style=style)
+            if line.startswith("- "):  # a bullet's wrapped lines hang under its text
+                text = Text(visible(line[2:]), style=style)
+                grid.add_row(Text(label if i == 0 else "", style=label_style), _hanging(text))
+                continue
+            grid.add_row(Text(label if i == 0 else "", style=label_style), text)
+    console.print(grid)
+    return _trim(console.file.getvalue())  # type: ignore[attr-defined]
+
+
+#: the padding rich writes to fill a row's columns, with the colour codes around it
+_TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+
+
+def _trim(text: str) -> str:
+    return _TRAILING.sub(r"\1", text)
+
+
+def _hanging(text):  # type: ignore[no-untyped-def]
+    """A bullet item: ``- `` then the text, its wrapped lines indented under the text."""
+    from rich.table import Table
+
+    row = Table.grid(padding=0, pad_edge=False)
+    row.add_column(width=2, no_wrap=True)
+    row.add_column(overflow="fold")
+    row.add_row("- ", text)
+    return row
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def brief_lines(report: Report, v: views.View | None = None) -> tuple[str, str, str]:
+    """The three-line answer (plain text): the verdict, the root's line, what to do."""
+    v = v or views.build(report)
+    root = v.root
+    first = v.headline if report.verdict is not Verdict.ROOT_CAUSE else f"{v.words}: {v.headline}"
+    if root is None:
+        s = report.stats
+        notes = report.verdict_notes()
+        second = " ".join(notes[0].split()) if notes else (
+            f"read {s.sources} sources, {s.lines} lines: nothing failed" if report.verdict is Verdict.NO_FAILURE
+            else f"read {s.sources} sources, {s.lines} lines")
+        return first, second, "fix: nothing to fix" if report.verdict is Verdict.NO_FAILURE else \
+            "fix: see the full summary (correlate without --brief)"
+    if root.line is not None:
+        second = f"{root.line.path}:{root.line.line}  {' '.join(root.line.text.split())}"
+    else:
+        second = f"{root.who} logged nothing of it; {root.time_means}: {_time(root.time)}"
+    fix = _paras(root.fix)
+    third = "fix: " + (_first_sentence(fix[0]) if fix else f"correlate rules explain {root.rule}")
+    return first, second, third
+
+
+def _first_sentence(text: str) -> str:
+    """Up to the first full stop followed by a space (a rule's fix starts with what to do first)."""
+    cut = text.find(". ")
+    return text[: cut + 1] if cut > 0 else text

@@ -14,9 +14,15 @@ Format" with a ``traceEvents`` list):
   the ``terrible`` (red) colour; it is the only event so flagged;
 - each rank's output (first to last line) is a complete event (``ph: "X"``) named ``output`` so a
   rank whose output stopped early is visible; collateral waves and teardown groups are complete
-  events on a ``correlate: waves`` process (``pid`` 0, ``tid = 2000000 + n``).
+  events on a ``correlate: waves`` process (the ``pid`` after the last host's; no pid is 0, which
+  viewers take for the idle process; ``tid = 2000000 + n``);
+- the root is marked where the verdict puts it (``correlator.report.view``): on the root rank's
+  thread at the verdict's time, on its own line when that line carries the time, else as an event
+  of its own (a hang's culprit printed nothing: its peers' lines are never marked as the root).
 
-Timestamps are whole microseconds since the earliest time in the report (``otherData.t0_utc``); events
+Timestamps are whole microseconds since the earliest time in the report (``otherData.t0_utc``), or
+with ``wall_clock`` since the Unix epoch (``otherData.ts_base = "unix-epoch"``: the viewer's clock is
+then UTC wall-clock time); events
 without any time cannot be placed and are counted in ``otherData.untimed_events``. It reads a
 ``Report`` and never recomputes analysis. No control character is written raw: json escapes C0,
 ``correlator.report.safe.json_safe`` the rest (DEL, C1, bidi controls), with the same value.
@@ -29,13 +35,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from correlator.model import Report, TimelineEvent, iso
-from correlator.report.markdown import parse_dt, who
+from correlator.report import view as views
+from correlator.report.markdown import group_part
+from correlator.report.view import parse_dt, who
 from correlator.report.safe import json_safe
 
 #: thread id base of a host's lines that name no rank (plus the host's pid)
 AGENT_TID = 1_000_000
-#: process id of the waves tracks, and their thread id base
-WAVES_PID = 0
+#: thread id base of the waves tracks (their process id is the one after the last host's)
 WAVES_TID = 2_000_000
 
 
@@ -50,14 +57,22 @@ def _micros(text: str | None) -> int | None:
     return (dt - _EPOCH) // timedelta(microseconds=1)
 
 
-def build(report: Report) -> dict[str, Any]:
-    """The trace as a JSON-able dict."""
+def build(report: Report, *, wall_clock: bool = False) -> dict[str, Any]:
+    """The trace as a JSON-able dict; ``wall_clock`` writes ``ts`` as microseconds since the Unix
+    epoch (UTC wall-clock time) instead of since the report's first time."""
+    v = views.build(report)
     root = report.root_cause
     root_us = _micros(root.time) if root is not None else None
-    root_event: TimelineEvent | None = next((e for e in report.timeline if e.label == "root"), None)
-    if root_event is None and root is not None and root.evidence:
-        first = root.evidence[0]
-        root_event = next((e for e in report.timeline if e.path == first.path and e.line == first.line), None)
+    # the root's own line, as the view reads it: a hang's culprit has none (its peers' lines are not it)
+    root_event: TimelineEvent | None = None
+    if v.root is not None and v.root.event is not None:
+        root_event = v.root.event
+    if root_event is not None and (root_us is None or _micros(root_event.time) != root_us
+                                   or root_event.rank != root.rank):  # type: ignore[union-attr]
+        # its line is stamped later than the verdict's time (a death its launcher told late), or is on
+        # another track than the verdict's (a job-level end found in a rank's file): the mark goes on
+        # the verdict's track at the verdict's time, as an event of its own
+        root_event = None
 
     rank_host = {r.rank: r.host for r in report.ranks}
     local = {r.rank: r.local_rank for r in report.ranks}
@@ -82,6 +97,7 @@ def build(report: Report) -> dict[str, Any]:
     if root_us is not None:
         times.append(root_us)
     t0 = min(times) if times else 0
+    base = 0 if wall_clock else t0
 
     events: list[dict[str, Any]] = []
     threads: set[tuple[int, int]] = set()
@@ -99,6 +115,10 @@ def build(report: Report) -> dict[str, Any]:
         events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
 
     def rank_thread(rank: int | None, host: str) -> tuple[int, int]:
+        if host not in pid_of:  # a host only the verdict names
+            pid_of[host] = len(pid_of) + 1
+            events.append({"ph": "M", "name": "process_name", "pid": pid_of[host], "tid": AGENT_TID + pid_of[host],
+                           "args": {"name": host}})
         pid = pid_of[host]
         if rank is None:
             thread(pid, AGENT_TID + pid, "agent / scheduler")
@@ -113,7 +133,7 @@ def build(report: Report) -> dict[str, Any]:
         if lo is None or hi is None:
             continue
         events.append({"ph": "X", "name": "output", "cat": "rank", "pid": pid, "tid": tid,
-                       "ts": lo - t0, "dur": max(hi - lo, 1),
+                       "ts": lo - base, "dur": max(hi - lo, 1),
                        "args": {"state": str(r.state), "lines": r.lines, "last_step": r.last_step,
                                 "first_time": r.first_time, "last_time": r.last_time}})
 
@@ -128,9 +148,9 @@ def build(report: Report) -> dict[str, Any]:
         pid, tid = rank_thread(e.rank, host_of(e.rank, e.host))
         is_root = e is root_event
         event: dict[str, Any] = {
-            "ph": "i", "s": "t", "pid": pid, "tid": tid, "ts": micros - t0,
-            "name": f"ROOT CAUSE: {e.rule}" if is_root else e.rule,
-            "cat": "root" if is_root else (e.label or e.role or "event"),
+            "ph": "i", "s": "t", "pid": pid, "tid": tid, "ts": micros - base,
+            "name": f"ROOT CAUSE: {root.rule}" if is_root and root is not None else e.rule,
+            "cat": "root" if is_root else ("root-line" if e.label == "root" else (e.label or e.role or "event")),
             "args": {"root": is_root, "rule": e.rule, "role": e.role, "label": e.label, "time": e.time,
                      "time_kind": e.time_kind, "after_root_s": e.after_root_s, "rank": e.rank, "host": e.host,
                      "local_rank": e.local_rank, "attempt": e.attempt, "where": f"{e.path}:{e.line}",
@@ -139,33 +159,40 @@ def build(report: Report) -> dict[str, Any]:
         if is_root:
             event["cname"] = "terrible"
             if root is not None:
-                event["args"].update({"title": root.title, "confidence": root.confidence, "fix": root.fix,
-                                      "decided_by": root.decided_by})
+                # the verdict's rule (the line's own rule may be a generic one the verdict refined)
+                event["args"].update({"rule": root.rule, "line_rule": e.rule, "title": root.title,
+                                      "confidence": root.confidence, "fix": root.fix,
+                                      "decided_by": root.decided_by, "verdict": v.headline})
         events.append(event)
 
     if root is not None and root_event is None and root_us is not None:
-        # the root was decided without a line of its own (a hang: output stopped, counters): still flag it
-        pid, tid = rank_thread(root.rank, host_of(root.rank, root.host))
-        events.append({"ph": "i", "s": "t", "pid": pid, "tid": tid, "ts": root_us - t0,
+        # the root without a line of its own at the verdict's time (a hang's culprit: output stopped,
+        # counters; a death its launcher told later): flagged on its own thread at the verdict's time
+        line_host = v.root.event.host if v.root is not None and v.root.event is not None else None
+        pid, tid = rank_thread(root.rank, host_of(root.rank, root.host or line_host))
+        events.append({"ph": "i", "s": "t", "pid": pid, "tid": tid, "ts": root_us - base,
                        "name": f"ROOT CAUSE: {root.rule}", "cat": "root", "cname": "terrible",
                        "args": {"root": True, "rule": root.rule, "title": root.title, "time": root.time,
                                 "rank": root.rank, "host": root.host, "confidence": root.confidence,
-                                "decided_by": root.decided_by, "fix": root.fix}})
+                                "decided_by": root.decided_by, "fix": root.fix,
+                                "verdict": v.headline, "time_means": v.root.time_means if v.root else None}})
 
     waves = [g for g in report.groups if g.first or g.last]
+    waves_pid = len(pid_of) + 1  # pids start at 1 (viewers treat pid 0 as the idle/swapper process)
     if waves:
-        events.append({"ph": "M", "name": "process_name", "pid": WAVES_PID, "tid": WAVES_TID,
+        events.append({"ph": "M", "name": "process_name", "pid": waves_pid, "tid": WAVES_TID,
                        "args": {"name": "correlate: waves"}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": WAVES_PID, "tid": WAVES_TID,
+        events.append({"ph": "M", "name": "process_sort_index", "pid": waves_pid, "tid": WAVES_TID,
                        "args": {"sort_index": -1}})
     for index, g in enumerate(waves, start=1):
         lo = _micros(g.first) or _micros(g.last)
         hi = _micros(g.last) or lo
         if lo is None or hi is None:
             continue
-        thread(WAVES_PID, WAVES_TID + index, f"{g.label or g.role}: {g.rule}")
-        events.append({"ph": "X", "name": g.rule, "cat": g.label or g.role, "pid": WAVES_PID, "tid": WAVES_TID + index,
-                       "ts": lo - t0, "dur": max(hi - lo, 1),
+        thread(waves_pid, WAVES_TID + index, f"{group_part(g.label, g.role)}: {g.rule}")
+        events.append({"ph": "X", "name": g.rule, "cat": "root-rank" if g.label == "root" else (g.label or g.role),
+                       "pid": waves_pid, "tid": WAVES_TID + index,
+                       "ts": lo - base, "dur": max(hi - lo, 1),
                        "args": {"ranks": g.ranks, "count": g.count, "first": g.first, "last": g.last,
                                 "first_after_s": g.first_after_s, "last_after_s": g.last_after_s,
                                 "title": g.title}})
@@ -174,20 +201,22 @@ def build(report: Report) -> dict[str, Any]:
         "generator": "correlate",
         "schema": report.schema,
         "verdict": str(report.verdict),
-        "t0_utc": iso(t0 * 1000) if times else None,
+        "t0_utc": iso(base * 1000) if times or wall_clock else None,
+        "ts_base": "unix-epoch" if wall_clock else "first-event",
         "untimed_events": untimed,
         "clock_offsets_s": {c.host: c.offset_s for c in report.clocks},
     }
     if root is not None:
         other["root"] = f"{who(root.rank, root.host, root.local_rank)}: {root.rule} at {root.time}"
+        other["headline"] = v.headline
     if report.job.id:
         other["job_id"] = report.job.id
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 
 
-def render(report: Report) -> str:
+def render(report: Report, *, wall_clock: bool = False) -> str:
     """The trace as JSON text (one line per event, so big traces stay diffable)."""
-    trace = build(report)
+    trace = build(report, wall_clock=wall_clock)
     lines = [json.dumps(event, ensure_ascii=False, separators=(",", ":")) for event in trace["traceEvents"]]
     head = json.dumps({k: v for k, v in trace.items() if k != "traceEvents"}, ensure_ascii=False)
     # DEL, C1 and bidi controls from log text are written as \\u escapes, like the C0 ones json escapes

@@ -89,6 +89,11 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
             continue
         if root_rank is not None and e.rank == root_rank and e.rule.id == root_rule:
             continue  # the root failure printed again (a wrapper, the agent's copy): part of the root event
+        if root_rank is not None and e.rank == root_rank and e.label in (Label.COLLATERAL, Label.INDEPENDENT):
+            # the root rank's own later lines (its abort, its launcher's report of it) are what the root
+            # did, not another rank's error: a group of the root, never counted as collateral
+            by[(e.rule.id, Label.ROOT.value)].append(e)
+            continue
         by[(e.rule.id, e.label.value)].append(e)
         # (the first items only: the groups count every one, and the JSON says how many were left out)
         if e.label in (Label.COLLATERAL, Label.TEARDOWN, Label.INDEPENDENT, Label.JOB) \
