@@ -18,7 +18,7 @@ import io
 import re
 from collections.abc import Iterable
 
-from correlator.model import DiagCode, Report, Verdict, expand_ranks
+from correlator.model import DiagCode, Evidence, Report, Verdict, expand_ranks
 from correlator.report import view as views
 from correlator.report.markdown import survived_notes
 from correlator.report.safe import visible
@@ -47,10 +47,19 @@ def _delay(a: float | None, b: float | None) -> str:
     return f"{a:+.1f} s .. {b:+.1f} s"
 
 
+#: characters of a log line's text the summary shows (the whole line is at its ``path:line``)
+LOG_TEXT_LIMIT = 160
+
+
 class _Log(str):
-    """A log line (``path:line  text``): one row, cut with an ellipsis at the width, never wrapped."""
+    """A log line (``path:line  text``, the text capped at ``LOG_TEXT_LIMIT`` characters): wrapped at
+    the width, a word longer than the width folded."""
 
     __slots__ = ()
+
+
+def _log(ev: Evidence) -> _Log:
+    return _Log(f"{ev.path}:{ev.line}  {ev.text[:LOG_TEXT_LIMIT]}")
 
 
 def _items(lines: Iterable[str]) -> list[str]:
@@ -83,14 +92,14 @@ def _blocks(report: Report, v: views.View) -> list[tuple[str, list[str], str]]:
         if root.decided_by not in ("primary", "job"):
             body.append(f"decided by: {root.decided_text}")
         if root.line is not None:
-            body.append(_Log(f"{root.line.path}:{root.line.line}  {root.line.text}"))
+            body.append(_log(root.line))
         elif root.kind in (views.Kind.HANG, views.Kind.ODD_COLLECTIVE):
             body.append("it printed nothing of the hang; the other ranks report:")
         for ev in root.peer_lines[:2]:
-            body.append(_Log(f"{ev.path}:{ev.line}  {ev.text}"))
+            body.append(_log(ev))
         if root.line is not None and report.root_cause is not None:
             for ev in report.root_cause.evidence[1:3]:
-                body.append(_Log(f"{ev.path}:{ev.line}  {ev.text}"))
+                body.append(_log(ev))
         if root.tie:
             body.append(f"tie: could not be ordered against rank(s) {', '.join(map(str, root.tie))}")
     elif report.verdict is Verdict.NO_FAILURE:
@@ -171,27 +180,38 @@ def render(report: Report, color: bool = False, *, width: int | None = None, bri
         # three lines whatever the width: the log line is cut to it, our two sentences are not cut
         # (a pipe gets them whole; a terminal wraps them)
         verdict, line, fix = brief_lines(report, v)
-        for text, style in ((verdict, "bold"), (_cut(line, width), ""), (fix, "green")):
+        cut = v.root is not None and v.root.line is not None  # a log line is cut; our own sentences are not
+        for text, style in ((verdict, "bold"), (_cut(line, width) if cut else line, ""), (fix, "green")):
             console.print(Text(visible(text), style=style if color else ""), overflow="ignore", crop=False,
                           no_wrap=True)
         return _trim(console.file.getvalue())  # type: ignore[attr-defined]
-    grid = Table.grid(padding=0, pad_edge=False, expand=True)
-    grid.add_column(width=_W, no_wrap=True)
-    grid.add_column(min_width=width - _W, max_width=width - _W, overflow="fold")
+    def new_grid() -> Table:
+        grid = Table.grid(padding=0, pad_edge=False, expand=True)
+        grid.add_column(width=_W, no_wrap=True)
+        grid.add_column(min_width=width - _W, max_width=width - _W, overflow="fold")
+        return grid
+
+    grid = new_grid()
     for label, lines, style in _blocks(report, v):
         label_style = _STYLE.get(label, "dim" if label == "read" else "bold")
         for i, line in enumerate(lines):
+            head = Text((label if i == 0 else "").ljust(_W), style=label_style)
             if isinstance(line, _Log):
-                text = Text(visible(" ".join(line.split())), style=style, no_wrap=True, overflow="ellipsis")
-                grid.add_row(Text(label if i == 0 else "", style=label_style), text)
+                # a log line is one row, never wrapped or cut (a token in it stays whole for a search or
+                # a copy; its text is capped): printed between the grids, in the same columns
+                if grid.row_count:
+                    console.print(grid)
+                    grid = new_grid()
+                console.print(Text.assemble(head, Text(visible(line), style=style)), no_wrap=True, overflow="ignore",
+                              crop=False)
                 continue
             text = Text(visible(line), style=style)
             if line.startswith("- "):  # a bullet's wrapped lines hang under its text
-                text = Text(visible(line[2:]), style=style)
-                grid.add_row(Text(label if i == 0 else "", style=label_style), _hanging(text))
+                grid.add_row(head, _hanging(Text(visible(line[2:]), style=style)))
                 continue
-            grid.add_row(Text(label if i == 0 else "", style=label_style), text)
-    console.print(grid)
+            grid.add_row(head, text)
+    if grid.row_count:
+        console.print(grid)
     return _trim(console.file.getvalue())  # type: ignore[attr-defined]
 
 
@@ -242,5 +262,5 @@ def brief_lines(report: Report, v: views.View | None = None) -> tuple[str, str, 
 
 def _first_sentence(text: str) -> str:
     """Up to the first full stop followed by a space (a rule's fix starts with what to do first)."""
-    cut = text.find(". ")
-    return text[: cut + 1] if cut > 0 else text
+    m = re.search(r"(?<![.])[.](?=\s)", text)  # not an ellipsis's dots
+    return text[: m.end()] if m else text
