@@ -17,13 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import expectations
+import one_verdict
 import pytest
 
-<<<<<<< HEAD
-=======
-import expectations
-import one_verdict
->>>>>>> f73582d (report: one view model (report/view.py) every renderer draws from (issue 15 item 4): a hang's culprit 'hung the job' and logged nothing in every format (its peers' lines are shown as theirs, never as its line, and the trace marks its own thread at the verdict's time); the root rank's own later lines are a root group, never collateral; impact, actions and stamp; the terminal laid out with rich at a given width; Markdown Mermaid timeline and folded table; HTML fix above the fold, traceback context, teardown as bars, the NCCL wait annotated; trace pids from 1 and wall-clock option; rules_version in Stats; tests/one_verdict.py checks every format of every sample, recorded and real case)
 from correlator.pipeline import Options, analyze
 
 ROOT = Path(__file__).parent / "real_logs"
