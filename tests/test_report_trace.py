@@ -10,8 +10,10 @@ from pathlib import Path
 from report_fixtures import EIO, HOSTILE, NS, T0, _ranges, empty_report, make_report  # noqa: F401
 
 from correlator.model import (
+    Evidence,
     Report,
     Verdict,
+    iso,
 )
 from correlator.report import trace
 

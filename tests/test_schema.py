@@ -9,13 +9,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from report_fixtures import empty_report, make_report
 
 from correlator.model import Label, RankState, TimeKind, Verdict
 from correlator.model.evidence import EvidenceKind
 from correlator.pipeline import Options, analyze
 from correlator.report import jsonout, render
-
-from report_fixtures import empty_report, make_report
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text(encoding="utf-8"))

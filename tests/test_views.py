@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import one_verdict
 import pytest
 
-import one_verdict
 from correlator.model import expand_ranks
 from correlator.pipeline import Options, analyze
 from correlator.report import view as views

@@ -828,17 +828,17 @@ def timeline_svg(report: Report, *, lane_budget: int = LANE_BUDGET, window: tupl
         lo, hi = wave_span(group) or (t0, t0)
         x0, x1 = clamp(x_of(lo)), clamp(x_of(hi))
         kind = group.label or group.role
-        tip = (f'<title>{_e(kind)} wave: {_e(group.rule)} — {group.count} events on '
-               f'ranks {_e(group.ranks or "-")}, {_e(fmt_delta(group.first_after_s))} … '
-               f'{_e(fmt_delta(group.last_after_s))} after the root</title>')
+        wave_title = (f'<title>{_e(kind)} wave: {_e(group.rule)} — {group.count} events on '
+                      f'ranks {_e(group.ranks or "-")}, {_e(fmt_delta(group.first_after_s))} … '
+                      f'{_e(fmt_delta(group.last_after_s))} after the root</title>')
         if kind in ("teardown", "job"):
             row = row_of.get(id(group))
             by, bh = (8 + 14 * row, 12.0) if row is not None else (top - 7, 3.0)
             svg.append(f'<rect class="band band-{_e(kind)}" x="{x0 - 1:.1f}" y="{by:.1f}" '
-                       f'width="{max(x1 - x0, 3.0) + 2:.1f}" height="{bh:.1f}">{tip}</rect>')
+                       f'width="{max(x1 - x0, 3.0) + 2:.1f}" height="{bh:.1f}">{wave_title}</rect>')
             continue
         svg.append(f'<rect class="wave wave-{_e(kind)}" x="{x0 - 1:.1f}" y="{top - 4:.1f}" width="{max(x1 - x0, 3.0) + 2:.1f}" '
-                   f'height="{bottom - top + 4:.1f}">{tip}</rect>')
+                   f'height="{bottom - top + 4:.1f}">{wave_title}</rect>')
     for row, group in enumerate(labelled):
         lo, _ = wave_span(group) or (t0, t0)
         x0 = clamp(x_of(lo))

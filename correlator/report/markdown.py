@@ -31,7 +31,6 @@ from correlator.model import (
 )
 from correlator.report import view as views
 from correlator.report.safe import visible, visible_lines
-from correlator.report.view import VERDICT_WORDS as _VERDICT_WORDS
 from correlator.report.view import fmt_duration, fmt_time, parse_dt, parse_iso, rank_ranges, who
 
 __all__ = ["fmt_duration", "fmt_time", "parse_dt", "parse_iso", "rank_ranges", "who"]  # shared with html, trace

@@ -17,11 +17,17 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from correlator.model import DiagCode, Evidence, Report, Verdict, expand_ranks
 from correlator.report import view as views
 from correlator.report.markdown import survived_notes
 from correlator.report.safe import visible
+
+if TYPE_CHECKING:  # rich is imported where it is used: the command line starts without it
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
 #: width of the label column
 _W = 14
@@ -71,7 +77,7 @@ def _paras(text: str) -> list[str]:
     return [" ".join(p.split()) for p in text.strip().split("\n\n") if p.strip()]
 
 
-def _console(width: int, color: bool):  # type: ignore[no-untyped-def]
+def _console(width: int, color: bool) -> Console:
     from rich.console import Console
 
     return Console(file=io.StringIO(), width=width, color_system="standard" if color else None,
@@ -181,10 +187,10 @@ def render(report: Report, color: bool = False, *, width: int | None = None, bri
         # (a pipe gets them whole; a terminal wraps them)
         verdict, line, fix = brief_lines(report, v)
         cut = v.root is not None and v.root.line is not None  # a log line is cut; our own sentences are not
-        for text, style in ((verdict, "bold"), (_cut(line, width) if cut else line, ""), (fix, "green")):
-            console.print(Text(visible(text), style=style if color else ""), overflow="ignore", crop=False,
+        for said, style in ((verdict, "bold"), (_cut(line, width) if cut else line, ""), (fix, "green")):
+            console.print(Text(visible(said), style=style if color else ""), overflow="ignore", crop=False,
                           no_wrap=True)
-        return _trim(console.file.getvalue())  # type: ignore[attr-defined]
+        return _trim(_written(console))
     def new_grid() -> Table:
         grid = Table.grid(padding=0, pad_edge=False, expand=True)
         grid.add_column(width=_W, no_wrap=True)
@@ -212,18 +218,24 @@ def render(report: Report, color: bool = False, *, width: int | None = None, bri
             grid.add_row(head, text)
     if grid.row_count:
         console.print(grid)
-    return _trim(console.file.getvalue())  # type: ignore[attr-defined]
+    return _trim(_written(console))
 
 
 #: the padding rich writes to fill a row's columns, with the colour codes around it
 _TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)
 
 
+def _written(console: Console) -> str:
+    out = console.file
+    assert isinstance(out, io.StringIO)
+    return out.getvalue()
+
+
 def _trim(text: str) -> str:
     return _TRAILING.sub(r"\1", text)
 
 
-def _hanging(text):  # type: ignore[no-untyped-def]
+def _hanging(text: Text) -> Table:
     """A bullet item: ``- `` then the text, its wrapped lines indented under the text."""
     from rich.table import Table
 

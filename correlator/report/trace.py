@@ -37,8 +37,8 @@ from typing import Any
 from correlator.model import Report, TimelineEvent, iso
 from correlator.report import view as views
 from correlator.report.markdown import group_part
-from correlator.report.view import parse_dt, who
 from correlator.report.safe import json_safe
+from correlator.report.view import parse_dt, who
 
 #: thread id base of a host's lines that name no rank (plus the host's pid)
 AGENT_TID = 1_000_000

@@ -407,7 +407,8 @@ def build(report: Report, *, command: str | None = None) -> View:
     ranks: set[int] = set()
     for g in collateral:
         ranks.update(expand_ranks(g.ranks) if g.ranks else ())
-    ranks.discard(root_rank)  # type: ignore[arg-type]
+    if root_rank is not None:
+        ranks.discard(root_rank)
     return View(
         verdict=report.verdict, words=VERDICT_WORDS.get(report.verdict, str(report.verdict)),
         headline=_headline(report, root), root=root, collateral=collateral,
