@@ -204,7 +204,7 @@ def render(report: Report, *, timeline_limit: int = TIMELINE_LIMIT, lane_budget:
 
 
 def _impact(v: views.View) -> str:
-    lines = v.impact.lines()
+    lines = v.impact_lines()
     if not lines:
         return ""
     return '<p class="impact"><b>Impact</b> · ' + " · ".join(_e(x) for x in lines) + "</p>"

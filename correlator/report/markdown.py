@@ -357,7 +357,7 @@ def verdict_line(v: views.View, esc: Callable[[str], str], code: Callable[[str],
 
 
 def _impact_section(v: views.View) -> list[str]:
-    lines = v.impact.lines()
+    lines = v.impact_lines()
     if not lines:
         return []
     return ["## Impact", ""] + [f"- {md_escape(x)}" for x in lines] + [""]

@@ -116,7 +116,7 @@ def _blocks(report: Report, v: views.View) -> list[tuple[str, list[str], str]]:
     elif report.verdict is Verdict.UNDETERMINED:
         body += _items(report.verdict_notes(DiagCode.VERDICT_REASON, DiagCode.VERDICT_SURVIVED)[:8])
     out.append((label, body, ""))
-    impact = v.impact.lines() if root is not None else []
+    impact = v.impact_lines() if root is not None else []
     if impact:
         out.append(("impact", impact, ""))
 

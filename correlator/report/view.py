@@ -194,16 +194,18 @@ class Impact:
     last_step: int | None
     root_last_step: int | None
 
-    def lines(self) -> list[str]:
-        """The impact in sentences (plain text); empty when the report has no times."""
+    def lines(self, kind: Kind = Kind.FAILURE) -> list[str]:
+        """The impact in sentences (plain text); empty when the report has no times. A job ended from
+        outside did not fail: its time is until the end, and nothing is lost after it."""
         out = []
         if self.time_to_failure_s is not None:
-            text = f"time to failure: {fmt_duration(self.time_to_failure_s)} from the first line"
+            what = "ran until it was ended" if kind is Kind.JOB else "time to failure"
+            text = f"{what}: {fmt_duration(self.time_to_failure_s)} from the first line"
             if self.rank_hours_to_failure is not None:
                 text += (f" ({self.rank_hours_to_failure:,.1f} rank-hours on {self.ranks} "
                          f"rank{'s' if self.ranks != 1 else ''})")
             out.append(text)
-        if self.after_failure_s is not None and self.rank_hours_lost is not None:
+        if self.after_failure_s is not None and self.rank_hours_lost is not None and kind is not Kind.JOB:
             out.append(f"rank-hours lost: {self.rank_hours_lost:,.2f} (the {fmt_duration(self.after_failure_s)} "
                        "from the failure to the job's last line, with no rank making progress)")
         if self.last_step is not None:
@@ -249,6 +251,10 @@ class View:
     #: how to confirm the fix: a checklist (the rule's ``confirm``)
     actions: tuple[str, ...]
     stamp: Stamp
+
+    def impact_lines(self) -> list[str]:
+        """The impact in sentences, worded for this verdict's kind."""
+        return self.impact.lines(self.root.kind if self.root is not None else Kind.NO_FAILURE)
 
     def part(self, event: TimelineEvent) -> str:
         """The part an event plays: ``root`` for the root's own line and the root rank's later ones."""
