@@ -240,3 +240,31 @@ def test_every_sample_job_renders_as_html_and_loads_in_chromium(tmp_path: Path) 
     shot = tmp_path / "shot.png"
     assert _chromium(tmp_path / "job-0.html", tmp_path, f"--screenshot={shot}", "--window-size=1400,1000").returncode == 0
     assert shot.stat().st_size > 20_000
+
+
+def test_the_fix_impact_and_stamp_come_first_and_the_table_is_folded() -> None:
+    """Issue 15 item 6: the impact line and the fix sit above the timeline picture; the long table is
+    folded; the root's traceback is shown; the tool, rules and command line are stamped."""
+    report = make_report()
+    report = replace(report, root_cause=replace(report.root_cause, context=(
+        'File "/workspace/train.py", line 812, in save_checkpoint', "torch.save(state, path)",
+        ">> " + report.root_cause.evidence[0].text)),
+        stats=replace(report.stats, rules_version="287 rules, 04467c77d7b1"))
+    page = html_report.render(report, command="correlate logs/ -f html --token=hf_abc")
+    assert page.index('class="impact"') < page.index('id="fix"') < page.index("<h2>Timeline</h2>")
+    impact = re.search(r'<p class="impact">(.*?)</p>', page, re.S).group(1)
+    assert "time to failure" in impact and "rank-hours lost" in impact and "last step reached: 18000" in impact
+    assert "Run <code>lfs check osts</code> on the node" in page[:page.index("<h2>Timeline</h2>")]
+    assert '<details class="tl-table">' in page and "<h2>Timeline table</h2>" in page
+    assert "in save_checkpoint" in page and "torch.save(state, path)" in page
+    stamp = re.search(r'<p class="sub stamp">(.*?)</p>', page, re.S).group(1)
+    assert "correlate " in stamp and "rules: 287 rules, 04467c77d7b1" in stamp and "command: correlate logs/" in stamp
+
+
+def test_the_nccl_wait_is_annotated_and_teardown_does_not_cover_the_lanes() -> None:
+    page = html_report.render(make_report())
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    gap = re.search(r'<text class="gaplbl"[^>]*>(.*?)</text>', svg)
+    assert gap and gap.group(1).startswith("+600.2 s") and "NCCL watchdog timeout" in gap.group(1)
+    # no wave of teardown spans the lanes: only collateral is shaded over them
+    assert "wave-teardown" not in svg and "wave-job" not in svg

@@ -147,3 +147,20 @@ def test_every_sample_job_renders_as_markdown(tmp_path: Path) -> None:
                 assert f"{ev.path}:{ev.line}" in text, folder
         if job_id == "9001":
             assert "rank 1 on gpu-b07 failed first" in text
+
+
+def test_impact_actions_mermaid_and_a_folded_table() -> None:
+    """Issue 15 item 6: the Markdown has the impact, the fix with action items, a Mermaid timeline
+    (its labels cannot carry Mermaid syntax from the logs) and the timeline table in <details>."""
+    report = make_report(hosts=["gpu:a01;%%{init}", "gpu-a02"])
+    text = markdown.render(report)
+    assert text.index("## Impact") < text.index("## What to do") < text.index("## Root cause")
+    assert "- [ ] Run `lfs check osts` on the node" in text
+    mermaid = text.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    lines = mermaid.splitlines()
+    assert lines[0] == "timeline" and lines[1].startswith("    title ")
+    assert any("ROOT rank 1 on gpu_a01____init_" in line for line in lines)  # : ; % { } replaced in the host
+    for line in lines[2:]:
+        assert ";" not in line and "%" not in line and "#" not in line and "<" not in line and "{" not in line
+    assert "<details>\n<summary>Timeline table" in text and "\n</details>\n" in text
+    assert markdown.mermaid_text("a: b; <c> #d \x1b[2J") == "a_ b_ _c_ _d _x1b_2J"
