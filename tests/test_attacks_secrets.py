@@ -420,6 +420,67 @@ def test_a_token_cut_by_a_progress_frame():
     assert redact(f"OSError: could not log in with token {token[:15]}") == "OSError: could not log in with token hf_***"
 
 
+#: tokens of several shapes, cut by a \r frame inside the line that is the root failure itself
+#: (the error in the last frame, which starts with the token's second half), cut at several places
+ROOT_LINE_CUTS = {
+    f"{name}-at-{cut}": (token, cut)
+    for name, token in (("hf", "hf_" + _tok("root-cut-hf", 34, string.ascii_letters)),
+                        ("github", "ghp_" + _tok("root-cut-gh", 36)),
+                        ("aws", "AKIA" + _tok("root-cut-aws", 16, string.ascii_uppercase + string.digits)))
+    for cut in (4, 9, 15)
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROOT_LINE_CUTS))
+def test_matrix_a_token_cut_by_a_frame_in_the_root_line(tmp_path, case):
+    """``Logging in with hf_abc\\rdef… torch.cuda.OutOfMemoryError``: the root event keeps the last
+    frame, whose start is the token's second half, a bare run of letters with no shape left; no
+    other line of the report holds the whole line. The extractor keeps the run's start from the
+    frame before (joined by the ``\\r``), so masking reads the token across the cut: no piece of it in
+    any of the six outputs (before: the second half in all of them), and the root is unchanged."""
+    token, cut = ROOT_LINE_CUTS[case]
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLE, job)
+    src = job / ROOT_FILE
+    lines = src.read_bytes().decode().split("\n")
+    at = next(i for i, line in enumerate(lines) if "OutOfMemoryError" in line)
+    lines[at] = f"Logging in with {token[:cut]}\r{token[cut:]} {lines[at]}"
+    src.write_bytes("\n".join(lines).encode())
+    raw = _in_process_outputs(tmp_path, job)
+    outs = _in_process_outputs(tmp_path, job, redact=True)
+    assert json.loads(outs["json"])["root_cause"]["rank"] == 5
+    second = token[cut:]
+    assert all(second in raw[fmt] for fmt in OUTPUTS), [fmt for fmt in OUTPUTS if second not in raw[fmt]]
+    leaked = [fmt for fmt in OUTPUTS if second in outs[fmt] or token[:cut] in outs[fmt] and cut > 4]
+    assert not leaked, leaked
+    assert all(MASK + " torch.cuda.OutOfMemoryError" in outs[fmt] for fmt in ("json", "markdown", "trace"))
+
+
+def test_an_event_keeps_the_run_a_frame_boundary_cuts_and_nothing_else():
+    """The unit: what an event's text keeps of the frame before its own: only a run of token
+    characters that the ``\\r`` cuts (16 characters or more in all) and that is no part of what the
+    rule matched (it matches the frame without it); progress frames are left as they were."""
+    from correlator.extract.extractor import _event_text
+
+    def error_after(rest: str) -> bool:  # a rule that matches "OSError" or "RuntimeError: CUDA"
+        return "OSError" in rest or "RuntimeError: CUDA" in rest
+
+    token = "hf_" + _tok("unit-cut", 34, string.ascii_letters)
+    msg = f"Logging in with {token[:12]}\r{token[12:]} OSError: 401 Client Error"
+    frame = msg.split("\r")[-1]
+    assert _event_text(msg, frame, error_after) == f"{token[:12]}\r{frame}"
+    assert redact(_event_text(msg, frame, error_after)) == f"hf_{MASK} OSError: 401 Client Error"
+    for msg in (" 45%|████▌     | 9/20 [00:01<00:02,  5.61it/s]\rTraceback (most recent call last): OSError",
+                # the run after the cut is the error itself: the rule does not match without it
+                "Epoch 3: 100%|██████████| 10/10\rRuntimeError: CUDA error: unspecified launch failure",
+                "OSError: [Errno 5] Input/output error",
+                "step_000123\rab OSError",  # too short to be a credential
+                ):
+        frame = msg.split("\r")[-1]
+        assert _event_text(msg, frame, error_after) == frame, msg
+    assert _event_text("OSError\rOSError", "OSError", error_after) == "OSError"  # the first frame: nothing before it
+
+
 def test_a_token_cut_by_the_length_cap():
     token = "ghp_" + _tok("cap", 36)
     assert redact(f"fatal: could not read {token[:14]} …[cut]") == "fatal: could not read ghp_*** …[cut]"

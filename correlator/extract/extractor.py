@@ -14,7 +14,7 @@ import os
 import re
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
 from types import ModuleType
@@ -683,7 +683,40 @@ def _table_fact(state: _State, buf: _Buffer, start: int, prefix: Prefix, msg: st
 _EMBEDDED_PREFIX = re.compile(r"(?:\[(?:rank\d{1,6}|[A-Za-z_]{1,20}\d{1,5})\]:|\[\d{1,6},\d{1,6}\]<std(?:out|err)>:)+")
 #: mpirun's tag inside a line: another process's output cut into this one (no newline between them)
 _MPI_EMBEDDED = re.compile(r"\[\d{1,6},\d{1,6}\]<std(?:out|err)>:")
+#: the characters a token is made of (``report.redact``'s shapes): a run of them across the ``\r``
+#: before an event's frame may be a secret the frame boundary cut in two
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=-")
+#: a run across the cut at least this long is kept whole (the shortest credential shapes are 20)
+CUT_RUN_MIN = 16
 _TABLE_SEP = re.compile(r"^\s*(?:\[\d+\]:\s*$|={20,}|-{20,}|Root Cause|Failures:|Other Failures:)")
+
+
+def _event_text(msg: str, frame: str, matches: Callable[[str], bool]) -> str:
+    """The text an event keeps of ``frame`` (the ``\\r`` frame of ``msg`` its rule matched): the
+    frame, and when the ``\\r`` before it cuts a run of token characters that is no part of the
+    error (``Logging in with hf_abc\\rdef… OSError``: a token cut by a progress frame, its second
+    half a bare run of letters that the rule still ``matches`` the frame without) the run's start
+    too, joined by that ``\\r``. Masking then reads the token across the frame boundary, as it does
+    in a whole line of context; a run that is no secret is shown with its ``\\r``."""
+    if not frame or frame[0] not in _TOKEN_CHARS or msg.startswith(frame):
+        return frame
+    at = msg.find("\r" + frame)
+    if at <= 0:
+        return frame
+    lo = at
+    while lo > max(0, at - 256) and msg[lo - 1] in _TOKEN_CHARS:
+        lo -= 1
+    after = next((i for i, c in enumerate(frame[:256]) if c not in _TOKEN_CHARS), min(len(frame), 256))
+    if lo == at or at - lo + after < CUT_RUN_MIN or not matches(frame[after:]):
+        return frame
+    return msg[lo:at] + "\r" + frame
+
+
+def _still_matches(rs: RuleSet, index: int, text: str, context: list[str]) -> bool:
+    try:
+        return rs.confirm(index, text, context)[0] is not None
+    except PatternTimeout:
+        return False
 
 
 def _table_owner(buf: _Buffer, start: int, pbytes: bytes, who: Who) -> Who:
@@ -796,6 +829,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
             continue
         frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
         found: list[tuple[Rule, dict[str, str], str]] = []
+        cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
         event_ctx: list[str] | None = None
         after_ctx: list[str] | None = None
         for ri in rule_idx:
@@ -830,6 +864,8 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                     state.spent[ri] = line_no
                 if caps is not None:
                     found.append((rule, caps, frame))
+                    if frame[:1] in _TOKEN_CHARS:
+                        cut_runs[rule.id] = _event_text(msg, frame, lambda rest: _still_matches(rs, ri, rest, ctx))
                     break
                 if spent:
                     break
@@ -880,7 +916,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                 state.hosts.setdefault(key, who.host)
             state.add_match(Match(
                 rule_id=rule.id, path=state.src.path, line=line_no, offset=buf.base_offset + start,
-                text=clean(frame), who=who, time_ns=t, lo_ns=lo, hi_ns=hi, time_kind=kind,
+                text=clean(cut_runs.get(rule.id, frame)), who=who, time_ns=t, lo_ns=lo, hi_ns=hi, time_kind=kind,
                 captures=_captures(caps), context=context, attempt=state.src.attempt,
                 tz_assumed=bool(p and p.tz_assumed),
             ), key)
