@@ -1,0 +1,266 @@
+"""Issue 17 item 8: every built-in rule pattern is linear in the length of the line it searches.
+
+A backtracking search is quadratic when every start position rescans to the line's end (an
+unbounded run whose class holds the pattern's own prefix: ``foo[^\\n]*bar`` on ``foofoofoo…``, a
+repeated group ``(?:\\[PG …\\] )+`` on a line of such groups), and exponential with nested
+quantifiers. Two checks, neither of which asserts on a duration:
+
+- **structure** (deterministic): no unbounded quantifier inside another repeat, unless a literal
+  that the inner run cannot take ends each iteration (``(?:[^\\n]*\\n)*``: one way to split).
+- **behaviour**: each pattern searches lines of repeated partial matches, derived from its own
+  examples (the matched text cut at every group boundary, with and without what precedes it on the
+  line) and generic runs. The worst of them is grown by four until its longest run is informative
+  or the line is 1 MiB: linear work grows four times, quadratic sixteen; the test fails above
+  ``MAX_GROWTH``. Times are CPU times of this thread (``time.thread_time``, not the wall clock: a
+  loaded machine deschedules the process without charging it), the minimum of ``REPEATS``
+  interleaved runs. A run of the largest line under ``INFORMATIVE_S`` is linear by itself: a
+  quadratic search of 1 MiB of repeated units of at most 200 characters rescans at least
+  (2**20)**2 / 400 = 2.7e9 characters. So a loaded machine can slow the test but not fail it.
+
+``test_the_check_sees_quadratic_and_nested_forms`` proves the check fails on the forms the rules
+had before (the DeepSpeed launcher's command list, the heartbeat's repeated group, a run to the
+end of the line) and on nested quantifiers.
+"""
+
+from __future__ import annotations
+
+import re
+import re._parser as sre  # the standard library's parser of the same syntax: the tree of a pattern
+import string
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import regex
+
+ROOT = Path(__file__).resolve().parent.parent
+BIG = 1 << 20  # the largest line: the 1 MiB line cap of extraction
+START = 1 << 14
+GROWTH = 4
+#: linear work grows GROWTH times with a GROWTH times longer line, quadratic GROWTH**2 times
+MAX_GROWTH = 8.0
+REPEATS = 3
+INFORMATIVE_S = 0.02
+#: units that are not cut from an example: runs of one class, and small pieces of typical lines
+GENERIC = ("x", "a ", "0", " ", "a_", "/a", ".", "=", "a:", "-", "[a]", "(a)", "a.so ", "a=1, ", "\t")
+
+
+def _patterns() -> list[tuple[str, str, str, list[str]]]:
+    """(rule id, where, pattern, example lines) of every pattern of every built-in rule."""
+    out = []
+    for f in sorted((ROOT / "rules").rglob("*.toml")):
+        data = tomllib.loads(f.read_text(encoding="utf-8"))
+        logs = [ex["log"] for ex in data.get("examples", [])]
+        lines = [x for log in logs for x in (log, *log.split("\n")) if x.strip()]
+        for key in ("any", "all", "not"):
+            for i, p in enumerate(data["match"].get(key, [])):
+                out.append((data["id"], f"match.{key}[{i}]", p, lines))
+    return out
+
+
+PATTERNS = _patterns()
+
+
+def units(p: regex.Pattern[str], lines: list[str]) -> list[str]:
+    """What a line of repeated partial matches of ``p`` repeats: each example's match cut at every
+    start and end of a group that took part (and one character short of its start and end), with
+    and without the 40 characters before the match; and the generic units."""
+    out = set(GENERIC)
+    for line in lines:
+        m = p.search(line)
+        if m is None or m.end() <= m.start():
+            continue
+        s, e = m.start(), m.end()
+        cuts = {s + 1, e - 1}
+        for g in range(1, (p.groups or 0) + 1):
+            gs, ge = m.span(g)
+            cuts |= {gs, ge} if gs >= 0 else set()
+        for c in cuts:
+            if s < c <= e:
+                out |= {line[s:c], line[max(0, s - 40):c]}
+    return sorted(out)
+
+
+def _line(unit: str, n: int) -> str:
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+def _cpu(p: regex.Pattern[str], text: str) -> float:
+    t0 = time.thread_time()
+    p.search(text)
+    return time.thread_time() - t0
+
+
+def growth(p: regex.Pattern[str], unit: str, big: int = BIG) -> tuple[float, int, float]:
+    """(how many times the work grew from a line of ``n`` to one of ``GROWTH * n`` characters of
+    ``unit``, that ``n``, the CPU seconds of the longer line): the first size at which the longer
+    run is informative, else the last one below ``big``."""
+    n = START
+    while True:
+        short, long_ = _line(unit, n), _line(unit, GROWTH * n)
+        ts, tl = [], []
+        for _ in range(REPEATS):  # interleaved: a slow spell of the machine touches both sizes
+            ts.append(_cpu(p, short))
+            tl.append(_cpu(p, long_))
+        t_short, t_long = min(ts), min(tl)
+        if t_long >= INFORMATIVE_S or GROWTH * n >= big:
+            return t_long / max(t_short, 1e-6), n, t_long
+        n *= GROWTH
+
+
+def superlinear(pattern: str, lines: list[str], big: int = BIG) -> str | None:
+    """Why ``pattern`` is not linear on a line of its repeated partial matches, or None."""
+    p = regex.compile(pattern)
+    # the two units slowest on a short line: a quadratic one is slower than any linear one there
+    screen = sorted(((min(_cpu(p, _line(u, START)) for _ in range(2)), u) for u in units(p, lines)), reverse=True)
+    for _, unit in screen[:2]:
+        g, n, t_long = growth(p, unit, big)
+        if t_long >= INFORMATIVE_S and g > MAX_GROWTH:
+            return f"{g:.1f} times the work on {GROWTH} times the line ({n} -> {GROWTH * n} characters of {unit[:60]!r})"
+    return None
+
+
+# --- structure ---------------------------------------------------------------------------------
+
+_REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
+_ZERO_WIDTH = (sre.ASSERT, sre.ASSERT_NOT, sre.AT)
+
+
+def _takes(item, ch: str) -> bool:
+    """Whether the one-character ``item`` (the body of a run) can take ``ch``; True when unsure."""
+    op, av = item
+    if op is sre.LITERAL:
+        return chr(av) == ch
+    if op is sre.NOT_LITERAL:
+        return chr(av) != ch
+    if op is sre.ANY:
+        return ch != "\n"
+    if op is sre.IN:
+        cats = {sre.CATEGORY_DIGIT: r"\d", sre.CATEGORY_NOT_DIGIT: r"\D", sre.CATEGORY_SPACE: r"\s",
+                sre.CATEGORY_NOT_SPACE: r"\S", sre.CATEGORY_WORD: r"\w", sre.CATEGORY_NOT_WORD: r"\W"}
+        parts, neg = [], ""
+        for o, a in av:
+            if o is sre.NEGATE:
+                neg = "^"
+            elif o is sre.LITERAL:
+                parts.append(re.escape(chr(a)))
+            elif o is sre.RANGE:
+                parts.append(f"{re.escape(chr(a[0]))}-{re.escape(chr(a[1]))}")
+            elif o is sre.CATEGORY and a in cats:
+                parts.append(cats[a])
+            else:
+                return True
+        return re.fullmatch(f"[{neg}{''.join(parts)}]", ch) is not None
+    return True
+
+
+def _delimited(seq, k: int, follows) -> bool:
+    """Whether the unbounded run ``seq[k]`` is ended by the next literal after it, one that the run
+    cannot take, whichever way the pattern goes on (in its sequence, else in each of the ``follows``
+    of the group it is in: what comes after the group, or the next iteration of a repeat): then an
+    iteration of the repeat around it splits one way only."""
+    body = seq[k][1][2]
+    if len(body) != 1:
+        return False
+    ways = [[*seq[k + 1:], *f] for f in follows] if follows else [seq[k + 1:]]
+    for way in ways:
+        nxt = next(((op, av) for op, av in way if op not in _ZERO_WIDTH), None)
+        if nxt is None or nxt[0] is not sre.LITERAL or _takes(body[0], chr(nxt[1])):
+            return False
+    return True
+
+
+def nested_unbounded(seq, in_repeat: bool = False, follows=()) -> list[str]:
+    """The unbounded quantifiers of a parsed pattern that sit, undelimited, inside another repeat
+    (one that can run more than once). ``follows``: the ways the pattern goes on after ``seq``."""
+    found: list[str] = []
+    seq = list(seq)
+    for k, (op, av) in enumerate(seq):
+        after = [[*seq[k + 1:], *f] for f in follows] if follows else [seq[k + 1:]]
+        if op in _REPEATS:
+            lo, hi, body = av
+            if hi is sre.MAXREPEAT and in_repeat and not _delimited(seq, k, follows):
+                found.append(f"{{{lo},}} of {list(body)!r:.60} inside a repeat")
+            again = hi is sre.MAXREPEAT or hi > 1
+            found += nested_unbounded(body, in_repeat or again, [*after, list(body)] if again else after)
+        elif op is sre.SUBPATTERN:
+            found += nested_unbounded(av[-1], in_repeat, after)
+        elif op is sre.BRANCH:
+            for alt in av[1]:
+                found += nested_unbounded(alt, in_repeat, after)
+        elif op in (sre.ASSERT, sre.ASSERT_NOT):
+            found += nested_unbounded(av[1], in_repeat)
+        elif op is getattr(sre, "ATOMIC_GROUP", None):
+            found += nested_unbounded(av, in_repeat, after)
+    return found
+
+
+def parse(pattern: str):
+    """The standard library's parse tree of a rule pattern (``regex``'s ``(?<name>`` spelt ``(?P<name>``)."""
+    return sre.parse(re.sub(r"\(\?<(?=[A-Za-z_])", "(?P<", pattern))
+
+
+# --- the tests ---------------------------------------------------------------------------------
+
+def test_every_pattern_is_read_by_the_structure_check():
+    assert len(PATTERNS) > 500
+    for rule_id, where, p, _ in PATTERNS:
+        parse(p)  # raises on a construct the check cannot read
+
+
+@pytest.mark.parametrize("rule_id, where, pattern", [(r, w, p) for r, w, p, _ in PATTERNS],
+                         ids=[f"{r}:{w}" for r, w, _, _ in PATTERNS])
+def test_no_nested_unbounded_quantifiers(rule_id, where, pattern):
+    assert not nested_unbounded(parse(pattern)), (rule_id, where, nested_unbounded(parse(pattern)))
+
+
+def test_every_builtin_pattern_is_linear_on_a_line_of_its_repeated_partial_matches():
+    """All patterns in one test (one screening each: ~600 patterns, a few seconds in all)."""
+    slow = []
+    for rule_id, where, p, lines in PATTERNS:
+        why = superlinear(p, lines)
+        if why:
+            slow.append(f"{rule_id} {where}: {why}")
+    assert not slow, "\n".join(slow)
+
+
+#: the forms built-in rules had before they were made linear, with a line each matches
+OLD_FORMS = {
+    "deepspeed-command-list": (r"sigkill_handler\](?: \[[^\n]*?\])? exits with return code = (?P<exitcode>[1-9]\d*|-(?:6|15|2|1))$",
+                               "[launch.py:319:sigkill_handler] ['/usr/bin/python', '-u', 'train.py'] exits with return code = 1"),
+    "heartbeat-repeated-group": (r"(?:\[PG [^\]\n]{0,160}?Rank (?P<rank>\d+)\] {0,2})+Terminating the process after attempting "
+                                 r"to dump debug info, due to collective timeout or exception",
+                                 "[PG ID 0 PG GUID 0(default_pg) Rank 3] Terminating the process after attempting to dump "
+                                 "debug info, due to collective timeout or exception."),
+    "run-to-the-line-end": (r"No valid checkpoint found in output directory \((?P<path>[^)]+)\)",
+                            "ValueError: No valid checkpoint found in output directory (/scratch/run7/out)"),
+    "leading-run": (r"(?<library>[^\s:'\"]+\.so(?:\.[\d.]+)?): undefined symbol: (?<symbol>\S+)",
+                    "ImportError: /opt/x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OLD_FORMS))
+def test_the_check_sees_quadratic_forms(name):
+    pattern, line = OLD_FORMS[name]
+    # on shorter lines than the suite's: a quadratic search of 1 MiB runs for minutes
+    assert superlinear(pattern, [line], big=1 << 18) is not None
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)+b", r"(?:\w+\s?)*x", r"(?:a|b*)+c", r"(?:(?:ab)*c)+"])
+def test_the_structure_check_sees_nested_quantifiers(pattern):
+    assert nested_unbounded(parse(pattern))
+
+
+@pytest.mark.parametrize("pattern", [r"(?:(?!Traceback)[^\n]*\n)*[^\n]*\Z", r"(?:\[PG [^\]\n]{0,160}?\] ){1,4}x",
+                                     r"a+b*c", r"(?:x{1,3}y)+", r"(?:[^\]]*\]){2,}z", r"(?:\[(?P<r>\d+)\] )+x"])
+def test_the_structure_check_leaves_delimited_and_bounded_forms(pattern):
+    assert not nested_unbounded(parse(pattern))
+
+
+def test_units_come_from_the_examples():
+    p = regex.compile(r"Unable to find latest file at (?P<path>\S+?), if trying")
+    us = units(p, ["[WARNING] Unable to find latest file at /ckpt/latest, if trying to load"])
+    assert "Unable to find latest file at " in us  # cut at the start of the path
+    assert any(u.startswith("[WARNING] Unable") for u in us)  # with what precedes the match
+    assert set(GENERIC) <= set(us) and all(set(u) - set(string.printable) == set() for u in us)
