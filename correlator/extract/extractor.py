@@ -865,7 +865,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                 if caps is not None:
                     found.append((rule, caps, frame))
                     if frame[:1] in _TOKEN_CHARS:
-                        cut_runs[rule.id] = _event_text(msg, frame, lambda rest: _still_matches(rs, ri, rest, ctx))
+                        cut_runs[rule.id] = _event_text(msg, frame, lambda rest, i=ri, c=ctx: _still_matches(rs, i, rest, c))
                     break
                 if spent:
                     break
