@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
+from functools import partial
 from types import ModuleType
 from typing import BinaryIO, Literal
 
@@ -712,7 +713,7 @@ def _event_text(msg: str, frame: str, matches: Callable[[str], bool]) -> str:
     return msg[lo:at] + "\r" + frame
 
 
-def _still_matches(rs: RuleSet, index: int, text: str, context: list[str]) -> bool:
+def _still_matches(rs: RuleSet, index: int, text: str, *, context: list[str]) -> bool:
     try:
         return rs.confirm(index, text, context)[0] is not None
     except PatternTimeout:
@@ -865,7 +866,7 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                 if caps is not None:
                     found.append((rule, caps, frame))
                     if frame[:1] in _TOKEN_CHARS:
-                        cut_runs[rule.id] = _event_text(msg, frame, lambda rest, i=ri, c=ctx: _still_matches(rs, i, rest, c))
+                        cut_runs[rule.id] = _event_text(msg, frame, partial(_still_matches, rs, ri, context=ctx))
                     break
                 if spent:
                     break
