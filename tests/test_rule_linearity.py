@@ -7,7 +7,7 @@ quantifiers. Two checks, neither of which asserts on a duration:
 
 - **structure** (deterministic): no unbounded quantifier inside another repeat, unless a literal
   that the inner run cannot take ends each iteration (``(?:[^\\n]*\\n)*``: one way to split).
-- **behaviour**: each pattern searches lines of repeated partial matches, derived from its own
+- **behaviour** (``benchmarks/pattern_linearity.py``, not a test: it times): each pattern searches lines of repeated partial matches, derived from its own
   examples (the matched text cut at every group boundary, with and without what precedes it on the
   line) and generic runs. The one slowest on a 16 KiB line is grown by four, from 16 KiB, until
   the longer run takes ``INFORMATIVE_S`` (long enough to time to a few per cent) or the line is
@@ -19,10 +19,9 @@ quantifiers. Two checks, neither of which asserts on a duration:
   characters. So a loaded machine can slow the test, not fail it. (Runs bounded to a few KiB,
   ``[^)]{1,4096}``, are linear from there on: 16 KiB is past them.)
 
-``test_the_check_sees_quadratic_forms`` and ``test_the_structure_check_sees_nested_quantifiers``
-prove the check fails on the forms the rules
-had before (the DeepSpeed launcher's command list, the heartbeat's repeated group, a run to the
-end of the line) and on nested quantifiers.
+``test_the_structure_check_sees_nested_quantifiers`` proves the structure check fails on nested
+quantifiers; the benchmark flags the forms the rules had before (the DeepSpeed launcher's command
+list, the heartbeat's repeated group, a run to the end of the line).
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from __future__ import annotations
 import re
 import re._parser as sre  # the standard library's parser of the same syntax: the tree of a pattern
 import string
-import time
 import tomllib
 from pathlib import Path
 
@@ -38,13 +36,6 @@ import pytest
 import regex
 
 ROOT = Path(__file__).resolve().parent.parent
-BIG = 1 << 20  # the largest line: the 1 MiB line cap of extraction
-START = 1 << 14
-GROWTH = 4
-#: linear work grows GROWTH times with a GROWTH times longer line, quadratic GROWTH**2 times
-MAX_GROWTH = 8.0
-REPEATS = 3
-INFORMATIVE_S = 0.002
 #: units that are not cut from an example: runs of one class, and small pieces of typical lines
 GENERIC = ("x", "a ", "0", " ", "a_", "/a", ".", "=", "a:", "-", "[a]", "(a)", "a.so ", "a=1, ", "\t")
 
@@ -83,45 +74,6 @@ def units(p: regex.Pattern[str], lines: list[str]) -> list[str]:
             if s < c <= e:
                 out |= {line[s:c], line[max(0, s - 40):c]}
     return sorted(out)
-
-
-def _line(unit: str, n: int) -> str:
-    return (unit * (n // len(unit) + 1))[:n]
-
-
-def _cpu(p: regex.Pattern[str], text: str) -> float:
-    t0 = time.thread_time()
-    p.search(text)
-    return time.thread_time() - t0
-
-
-def growth(p: regex.Pattern[str], unit: str, big: int = BIG) -> tuple[float, int, float]:
-    """(how many times the work grew from a line of ``n`` to one of ``GROWTH * n`` characters of
-    ``unit``, that ``n``, the CPU seconds of the longer line): the first size at which the longer
-    run is informative, else the last one below ``big``."""
-    n = START
-    while True:
-        short, long_ = _line(unit, n), _line(unit, GROWTH * n)
-        ts, tl = [], []
-        for _ in range(REPEATS):  # interleaved: a slow spell of the machine touches both sizes
-            ts.append(_cpu(p, short))
-            tl.append(_cpu(p, long_))
-        t_short, t_long = min(ts), min(tl)
-        if t_long >= INFORMATIVE_S or GROWTH * n >= big:
-            return t_long / max(t_short, 1e-6), n, t_long
-        n *= GROWTH
-
-
-def superlinear(pattern: str, lines: list[str], big: int = BIG) -> str | None:
-    """Why ``pattern`` is not linear on a line of its repeated partial matches, or None."""
-    p = regex.compile(pattern)
-    # the unit slowest on a short line: a quadratic one is far slower than any linear one there
-    screen = sorted(((_cpu(p, _line(u, START)), u) for u in units(p, lines)), reverse=True)
-    for _, unit in screen[:1]:
-        g, n, t_long = growth(p, unit, big)
-        if t_long >= INFORMATIVE_S and g > MAX_GROWTH:
-            return f"{g:.1f} times the work on {GROWTH} times the line ({n} -> {GROWTH * n} characters of {unit[:60]!r})"
-    return None
 
 
 # --- structure ---------------------------------------------------------------------------------
@@ -216,44 +168,6 @@ def test_every_pattern_is_read_by_the_structure_check():
                          ids=[f"{r}:{w}" for r, w, _, _ in PATTERNS])
 def test_no_nested_unbounded_quantifiers(rule_id, where, pattern):
     assert not nested_unbounded(parse(pattern)), (rule_id, where, nested_unbounded(parse(pattern)))
-
-
-FOLDERS = sorted({rule_id.split(".")[0] for rule_id, *_ in PATTERNS})
-
-
-@pytest.mark.parametrize("folder", FOLDERS)
-def test_every_builtin_pattern_is_linear_on_a_line_of_its_repeated_partial_matches(folder):
-    """The patterns of one folder of rules (one test per folder: the workers share them out)."""
-    slow = []
-    for rule_id, where, p, lines in PATTERNS:
-        if rule_id.split(".")[0] != folder:
-            continue
-        why = superlinear(p, lines)
-        if why:
-            slow.append(f"{rule_id} {where}: {why}")
-    assert not slow, "\n".join(slow)
-
-
-#: the forms built-in rules had before they were made linear, with a line each matches
-OLD_FORMS = {
-    "deepspeed-command-list": (r"sigkill_handler\](?: \[[^\n]*?\])? exits with return code = (?P<exitcode>[1-9]\d*|-(?:6|15|2|1))$",
-                               "[launch.py:319:sigkill_handler] ['/usr/bin/python', '-u', 'train.py'] exits with return code = 1"),
-    "heartbeat-repeated-group": (r"(?:\[PG [^\]\n]{0,160}?Rank (?P<rank>\d+)\] {0,2})+Terminating the process after attempting "
-                                 r"to dump debug info, due to collective timeout or exception",
-                                 "[PG ID 0 PG GUID 0(default_pg) Rank 3] Terminating the process after attempting to dump "
-                                 "debug info, due to collective timeout or exception."),
-    "run-to-the-line-end": (r"No valid checkpoint found in output directory \((?P<path>[^)]+)\)",
-                            "ValueError: No valid checkpoint found in output directory (/scratch/run7/out)"),
-    "leading-run": (r"(?<library>[^\s:'\"]+\.so(?:\.[\d.]+)?): undefined symbol: (?<symbol>\S+)",
-                    "ImportError: /opt/x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(OLD_FORMS))
-def test_the_check_sees_quadratic_forms(name):
-    pattern, line = OLD_FORMS[name]
-    # on shorter lines than the suite's: a quadratic search of 1 MiB runs for minutes
-    assert superlinear(pattern, [line], big=1 << 18) is not None
 
 
 @pytest.mark.parametrize("pattern", [r"(a+)+b", r"(?:\w+\s?)*x", r"(?:a|b*)+c", r"(?:(?:ab)*c)+"])
