@@ -12,15 +12,19 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal, get_args, get_origin, get_type_hints
 
 import typer
 
 from correlator.errors import CorrelateError, InputError, RuleError, UsageError
 from correlator.model import ExitCode
 
+#: ``-h`` as well as ``--help``, on every command (click's subcommand contexts inherit it)
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
+    context_settings=CONTEXT,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
@@ -30,8 +34,16 @@ app = typer.Typer(
 rules_app = typer.Typer(help="Inspect and check the failure rules.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 
-SUBCOMMANDS = {"analyze", "rules", "history", "serve", "--help", "-h", "--version"}
-FORMATS = ("terminal", "json", "markdown", "html", "trace")
+SUBCOMMANDS = {"analyze", "rules", "history", "serve", "completion", "--help", "-h", "--version", "--install-completion", "--show-completion"}
+# Options with a fixed set of values are typed by a Literal: typer shows the choices in --help as
+# [a|b|c], offers them to shell completion, and a value outside them is a usage error naming them.
+Format = Literal["terminal", "json", "markdown", "html", "trace"]
+FORMATS: tuple[str, ...] = get_args(Format)
+EngineName = Literal["local", "dask"]
+ScannerName = Literal["auto", "hyperscan", "regex"]
+ListFormat = Literal["table", "json"]
+#: ``correlate history --format`` (``history.RENDERERS``; not imported here: it loads the renderers)
+HistoryFormat = Literal["table", "json", "markdown"]
 
 
 def _line(text: str) -> str:
@@ -100,37 +112,39 @@ def _write(text: str, output: Path | None) -> None:
 @app.command("analyze")
 def analyze_cmd(
     paths: Annotated[list[str], typer.Argument(help="Log files, folders (walked), globs, or - for stdin.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(FORMATS)}.")] = "terminal",
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = "terminal",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to FILE.")] = None,
     parquet: Annotated[Path | None, typer.Option(help="Also append the report to a Parquet dataset in DIR.")] = None,
     rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder (repeatable); same ids replace built-in rules.")] = None,
-    no_builtin_rules: Annotated[bool, typer.Option(help="Use only the --rules folders.")] = False,
+    builtin_rules: Annotated[bool, typer.Option("--builtin-rules/--no-builtin-rules",
+                                                 help="Use the built-in rules (--no-builtin-rules: only the --rules folders).")] = True,
     tz: Annotated[str | None, typer.Option(help="Zone of timestamps that carry none (IANA name or UTC; default: this machine's).")] = None,
-    engine: Annotated[str, typer.Option(help="local (process pool) or dask.")] = "local",
+    engine: Annotated[EngineName, typer.Option(help="local (process pool) or dask.")] = "local",
     scheduler: Annotated[str | None, typer.Option(help="Dask scheduler address (tcp://host:8786); default: a local cluster.")] = None,
     workers: Annotated[int | None, typer.Option("--workers", "-j", help="Local worker processes (default: all cores).")] = None,
-    scanner: Annotated[str, typer.Option(help="auto, hyperscan, or regex (the pure-Python fallback).")] = "auto",
-    no_redact: Annotated[bool, typer.Option(help="Do not mask secrets (tokens, keys, passwords) in the output.")] = False,
-    all_files: Annotated[bool, typer.Option(help="Also read files that do not look like logs (.md, .toml, .json...).")] = False,
+    scanner: Annotated[ScannerName, typer.Option(help="regex is the pure-Python fallback.")] = "auto",
+    redact: Annotated[bool, typer.Option("--redact/--no-redact", help="Mask secrets (tokens, keys, passwords) in the output.")] = True,
+    all_files: Annotated[bool, typer.Option("--all-files", help="Also read files that do not look like logs (.md, .toml, .json...).")] = False,
     job_id: Annotated[str | None, typer.Option(help="Job id for Parquet partitions (default: from slurm-<id> names).")] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Watch growing files; print the verdict as it forms; stop at the job's end or Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option(help="Seconds between --follow checks.")] = 1.0,
     quiet: Annotated[float | None, typer.Option(help="With --follow: stop after this many seconds without new lines.")] = None,
+    heartbeat: Annotated[float, typer.Option(help="With --follow: say it is still waiting (sources, bytes read, the "
+                                                  "last new line's age) after this many seconds without new lines "
+                                                  "(0: never).")] = 15.0,
     color: Annotated[bool | None, typer.Option("--color/--no-color", help="Colour the terminal summary (default: when stdout is a TTY and NO_COLOR is not set).")] = None,
     brief: Annotated[bool, typer.Option("--brief", help="Three lines: the verdict, the root's line, the fix (terminal format).")] = False,
     wall_clock: Annotated[bool, typer.Option("--wall-clock", help="With --format trace: timestamps are UTC wall-clock time (microseconds since the Unix epoch), not time since the first event.")] = False,
-    fail_on_failure: Annotated[bool, typer.Option(help="Exit 1 when a root cause or job-level end is found.")] = False,
+    fail_on_failure: Annotated[bool, typer.Option("--fail-on-failure", help="Exit 1 when a root cause or job-level end is found.")] = False,
 ) -> None:
     """Analyse a job's logs (the default command)."""
     from correlator.pipeline import Options, analyze
     from correlator.report import render
 
-    if fmt not in FORMATS:
-        _fail(UsageError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}"))
     opts = Options(
-        rule_dirs=tuple(str(p) for p in rules or ()), include_builtin_rules=not no_builtin_rules, tz=tz,
+        rule_dirs=tuple(str(p) for p in rules or ()), include_builtin_rules=builtin_rules, tz=tz,
         engine=engine, scheduler=scheduler, workers=workers, scanner=None if scanner == "auto" else scanner,
-        redact=not no_redact, all_files=all_files, job_id=job_id)
+        redact=redact, all_files=all_files, job_id=job_id)
     # NO_COLOR (no-color.org): set and not empty, no colour unless --color asks for it
     use_color = (sys.stdout.isatty() and output is None and not os.environ.get("NO_COLOR")) if color is None else color
     if follow:
@@ -140,7 +154,7 @@ def analyze_cmd(
             # the live verdict lines go to stdout only when stdout carries the terminal summary
             live = sys.stdout if fmt == "terminal" and output is None else sys.stderr
             report = run_follow(paths, opts, interval_s=interval, out=live, color=use_color and live is sys.stdout,
-                                quiet_s=quiet)
+                                quiet_s=quiet, heartbeat_s=heartbeat or None)
         except CorrelateError as e:
             _fail(e)
         except KeyboardInterrupt:
@@ -160,7 +174,7 @@ def analyze_cmd(
         finally:
             if progress is not None:
                 progress.close()
-    text = render(report, fmt, **_render_options(fmt, use_color, brief, wall_clock, output, not no_redact))
+    text = render(report, fmt, **_render_options(fmt, use_color, brief, wall_clock, output, redact))
     _write(text, output)
     if parquet is not None:
         from correlator.report.parquet import write_parquet
@@ -205,7 +219,8 @@ def _render_options(fmt: str, color: bool, brief: bool, wall_clock: bool, output
 @rules_app.command("check")
 def rules_check(
     rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder to check (repeatable).")] = None,
-    no_builtin_rules: Annotated[bool, typer.Option(help="Check only the --rules folders.")] = False,
+    builtin_rules: Annotated[bool, typer.Option("--builtin-rules/--no-builtin-rules",
+                                                 help="Check the built-in rules too (--no-builtin-rules: only the --rules folders).")] = True,
     entries: Annotated[bool, typer.Option("--entries", help="Only check that every entry is complete and its references "
                                                              "pinned; exit 1 if one is not.")] = False,
 ) -> None:
@@ -213,10 +228,10 @@ def rules_check(
     from correlator import rulecheck
 
     if entries:
-        loaded, problems = rulecheck.load_all(list(rules or ()), not no_builtin_rules)
+        loaded, problems = rulecheck.load_all(list(rules or ()), builtin_rules)
         problems += rulecheck.check_entries(loaded)
     else:
-        loaded, problems = rulecheck.check_all(list(rules or ()), not no_builtin_rules)
+        loaded, problems = rulecheck.check_all(list(rules or ()), builtin_rules)
     errors = [p for p in problems if p.level == "error"]
     for p in problems:
         typer.echo(_line(f"{p.level}: {p}"), err=p.level == "error")
@@ -233,15 +248,13 @@ def rules_check(
         raise typer.Exit(1)
 
 
-LIST_FORMATS = ("table", "json")
-
-
 @rules_app.command("list")
 def rules_list(
     category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
     role: Annotated[str | None, typer.Option(help="Only this role (primary, collateral, teardown, job, context).")] = None,
     tag: Annotated[str | None, typer.Option(help="Only rules with this tag.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help=f"Output: {', '.join(LIST_FORMATS)} (fields in rules/README.md).")] = "table",
+    fmt: Annotated[ListFormat, typer.Option("--format", "-f",
+                                            help="Output format (the JSON fields are in rules/README.md).")] = "table",
     rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder (repeatable).")] = None,
 ) -> None:
     """List the rules: id, role, severity, title (or every listed field as JSON)."""
@@ -249,8 +262,6 @@ def rules_list(
     from correlator.model import Role
     from correlator.ruleset import load_rules
 
-    if fmt not in LIST_FORMATS:
-        _fail(UsageError(f"unknown format {fmt!r}: use one of {', '.join(LIST_FORMATS)}"))
     if role is not None and role not in {r.value for r in Role}:
         _fail(UsageError(f"unknown role {role!r}: use one of {', '.join(r.value for r in Role)}"))
     try:
@@ -260,6 +271,13 @@ def rules_list(
     categories = sorted({r.category for r in loaded})
     if category is not None and category not in categories:
         _fail(UsageError(f"unknown category {category!r}: use one of {', '.join(categories)}"))
+    tags = sorted({t for r in loaded for t in r.tags})
+    if tag is not None and tag not in tags:
+        import difflib
+
+        near = difflib.get_close_matches(tag, tags, n=5, cutoff=0.6)
+        _fail(UsageError(f"unknown tag {tag!r}" + (f" (did you mean {', '.join(near)}?)" if near else "")
+                         + f": no rule has it; the {len(tags)} tags are in 'correlate rules list --format json'"))
     shown = [r for r in loaded if (category is None or r.category == category)
              and (role is None or r.role == role) and (tag is None or tag in r.tags)]
     if fmt == "json":
@@ -318,7 +336,10 @@ def rules_site(
 @app.command("history")
 def history_cmd(
     directory: Annotated[Path, typer.Argument(help="A Parquet dataset written with --parquet.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
+    fmt: Annotated[HistoryFormat, typer.Option("--format", "-f", help="Output format.")] = "table",
+    since: Annotated[str | None, typer.Option(help="Only jobs since a date (2026-03-01, 2026-03-01T14:00Z) or for "
+                                                      "a duration back from now (36h, 7d, 2w).")] = None,
+    node: Annotated[str | None, typer.Option(help="Only jobs that ran on this host (a rank on it, or their root).")] = None,
 ) -> None:
     """Summarise failures across jobs: by category and rule, and nodes that were the root more than once."""
     from correlator import history
@@ -326,7 +347,8 @@ def history_cmd(
     if not directory.is_dir():
         _fail(InputError("no such Parquet dataset folder", str(directory), "write one with 'correlate ... --parquet DIR'"))
     try:
-        summary = history.summarize(directory)
+        summary = history.summarize(directory, since=history.parse_since(since) if since is not None else None,
+                                    node=node)
         text = history.render(summary, fmt)
         for d in summary.diagnostics:  # what was left out, on stderr, so the summary stays parseable
             typer.echo(_line(f"{'note' if d.level == 'info' else 'warning'}: {d.path}: {d.message}"), err=True)
@@ -366,8 +388,44 @@ def serve_cmd(
         _fail(e)
 
 
+Shell = Literal["bash", "zsh", "fish", "powershell"]
+
+
+@app.command("completion")
+def completion_cmd(
+    shell: Annotated[Shell, typer.Argument(help="The shell to complete in.")],
+) -> None:
+    """Print the shell completion script: eval "$(correlate completion bash)" in ~/.bashrc (or
+    'correlate --install-completion' installs it for the shell you are in)."""
+    from typer._completion_shared import get_completion_script
+
+    typer.echo(get_completion_script(prog_name="correlate", complete_var=COMPLETE_VAR, shell=shell))
+
+
+#: the variable the completion scripts set when they ask ``correlate`` for completions (click's name for it)
+COMPLETE_VAR = "_CORRELATE_COMPLETE"
+
+
+def _complete_as_analyze(env: dict[str, str]) -> None:
+    """Completion of ``correlate PATH --fo<TAB>``: the words are those of ``correlate analyze PATH
+    --fo`` (as ``main`` reads the command line). bash passes the words in ``COMP_WORDS`` and the
+    index of the one completed in ``COMP_CWORD``; zsh, fish and PowerShell the line in
+    ``_TYPER_COMPLETE_ARGS``. Nothing changes while the first word is being typed."""
+    if "COMP_WORDS" in env and "COMP_CWORD" in env:
+        words, cword = env["COMP_WORDS"].split(" "), int(env["COMP_CWORD"] or 0)
+        if cword >= 2 and len(words) > 1 and words[1] not in SUBCOMMANDS:
+            env["COMP_WORDS"] = " ".join([words[0], "analyze", *words[1:]])
+            env["COMP_CWORD"] = str(cword + 1)
+    elif "_TYPER_COMPLETE_ARGS" in env:
+        line = env["_TYPER_COMPLETE_ARGS"]
+        words = line.split()
+        if len(words) >= 2 and words[1] not in SUBCOMMANDS and (len(words) > 2 or line.endswith(" ")):
+            head, _, rest = line.partition(" ")
+            env["_TYPER_COMPLETE_ARGS"] = f"{head} analyze {rest}"
+
+
 #: options of ``analyze`` that change only the report's form and destination, not the analysis
-_PLAIN = {"paths", "fmt", "output", "parquet", "color", "fail_on_failure", "job_id", "no_redact", "brief", "wall_clock"}
+_PLAIN = {"paths", "fmt", "output", "parquet", "color", "fail_on_failure", "job_id", "redact", "brief", "wall_clock"}
 
 
 def _plain_analyze(args: list[str]) -> dict[str, object] | None:
@@ -388,6 +446,9 @@ def _plain_analyze(args: list[str]) -> dict[str, object] | None:
         return None
     if extra or not values.get("paths") or set(values) - _PLAIN:
         return None
+    for name, hint in get_type_hints(analyze_cmd).items():  # a value outside its choices: typer's parse says so
+        if get_origin(hint) is Literal and values.get(name) not in (None, *get_args(hint)):
+            return None
     for key in ("output", "parquet"):
         if values.get(key) is not None:
             values[key] = Path(str(values[key]))
@@ -416,6 +477,12 @@ def _analyze_plain(values: dict[str, object]) -> None:
         analyze_cmd(**kwargs)
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        if early:  # Ctrl-C while the early workers read: they stop now
+            from correlator.extract.engines import drop_early
+
+            drop_early(now=True)
+        raise
     finally:
         if early:  # whatever stopped the analysis, work started early is not waited for
             from correlator.extract.engines import drop_early
@@ -423,9 +490,17 @@ def _analyze_plain(values: dict[str, object]) -> None:
             drop_early()
 
 
+try:  # the exceptions of the click typer runs on (typer >= 0.25 carries its own copy of click)
+    from typer._click import exceptions as _usage
+except ImportError:  # pragma: no cover - an older typer, on click itself
+    from click import exceptions as _usage  # type: ignore[no-redef]
+
+
 def main() -> None:
     """Entry point: ``correlate PATH...`` means ``correlate analyze PATH...``."""
     argv = sys.argv[1:]
+    if COMPLETE_VAR in os.environ:
+        _complete_as_analyze(os.environ)  # type: ignore[arg-type]
     if argv and argv[0] == "--version":
         from correlator import __version__
 
@@ -438,8 +513,30 @@ def main() -> None:
         if plain is not None:
             _analyze_plain(plain)
             return
-        app(args=argv, prog_name="correlate", standalone_mode=True)
+        code = app(args=argv, prog_name="correlate", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except _usage.NoArgsIsHelpError as e:  # 'correlate rules': its help (rich prints it as it is made)
+        if e.format_message().strip():
+            typer.echo(e.format_message())
+    except _usage.UsageError as e:  # a bad option or value: one line, as our own errors
+        message = e.format_message().replace("Value error, ", "").rstrip(".")
+        where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+        typer.echo(_line(f"error: {message[:1].lower()}{message[1:]}{where}"), err=True)
+        sys.exit(int(ExitCode.USAGE))
+    except typer.Abort:  # typer's answer to an end of input at a prompt, or to Ctrl-C
+        sys.exit(130)
+    except BrokenPipeError:  # stdout closed early ('| head'): nothing more to say, as click does
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's final flush goes there
+        sys.exit(1)
     except KeyboardInterrupt:
+        if argv and argv[0] == "analyze":
+            # the workers are stopped and every file this run writes was finished or removed while
+            # the interrupt unwound; the interpreter's exit would only wait on the stopped pool's
+            # threads (and print their complaint about it)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - a bug: one line, not a traceback of megabytes of locals
         print(_line(f"error: internal error ({type(e).__name__}: {e}); please report it with the command line "

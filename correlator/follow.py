@@ -5,7 +5,13 @@ bytes that arrived since the last look, merging those pieces into one digest per
 re-running the global stage (``correlate.stage.correlate``) when something changed. It prints the verdict
 when a root cause (or a job-level end) is first established and an update whenever it changes (a
 lagging host flushing an earlier failure late), and stops when the job's end is seen: a SLURM
-cancel or abort line, srun reporting exited tasks, torchrun's ``ChildFailedError`` summary.
+cancel or abort line, srun reporting exited tasks, torchrun's ``ChildFailedError`` summary (the
+rules tagged ``job-end``). Until that end is in the logs, what it prints is marked provisional (a
+rank on a slow node may yet flush an earlier failure); after it, the verdict is said once more as
+final. Stopped before the end (a quiet period, a time limit, Ctrl-C, stdin closed), it says the
+verdict stays provisional, and the report carries that as a warning (``FOLLOW_PROVISIONAL``).
+While nothing new arrives it says so every ``heartbeat_s``: how many sources, how much was read,
+how long since the last new line.
 
 Memory is bounded: per source it keeps a byte offset, the first and last matches per (rule,
 writer) as ``extract`` does, a capped set of clock anchors and identity facts; log bytes are held
@@ -682,19 +688,27 @@ def headline(report: Report) -> str:
     return f"root cause: {who}{tie}: {what}{text}"
 
 
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def follow(inputs: Sequence[str], opts: pipeline.Options | None = None, *, interval_s: float = 1.0,
            out: TextIO | None = None, color: bool = False, grace_s: float | None = None,
-           quiet_s: float | None = None, max_s: float | None = None,
+           quiet_s: float | None = None, max_s: float | None = None, heartbeat_s: float | None = 15.0,
            clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Report:
     """Watch ``inputs`` until the job's end is seen (then ``grace_s`` more for late flushes), or
     nothing new arrived for ``quiet_s``, or ``max_s`` passed; Ctrl-C raises ``KeyboardInterrupt``.
-    Prints the verdict to ``out`` when it is first established and each time it changes; returns
-    the final report."""
+    Prints the verdict to ``out`` when it is first established and each time it changes (marked
+    provisional until the job's end is in the logs, then once more as final), and a heartbeat
+    every ``heartbeat_s`` without new lines (None or 0: none); returns the final report."""
     out = out if out is not None else sys.stdout
     interval_s = max(0.01, interval_s)
     grace = grace_s if grace_s is not None else min(max(5 * interval_s, 1.0), 30.0)
     f = Follower(inputs, opts)
-    t0 = last_change = clock()
+    t0 = last_change = last_beat = clock()
     ended_at: float | None = None
     shown: tuple | None = None
     waiting_said = False
@@ -712,12 +726,9 @@ def follow(inputs: Sequence[str], opts: pipeline.Options | None = None, *, inter
         key = _key(rep)
         if key == shown:
             return
-        if rep.verdict in (Verdict.ROOT_CAUSE, Verdict.JOB_LEVEL):
+        if rep.verdict in (Verdict.ROOT_CAUSE, Verdict.JOB_LEVEL) or (shown is not None and len(shown) > 1):
             word = "verdict" if shown is None or len(shown) == 1 else "update"
-            say(f"{word}: {headline(rep)}")
-            shown = key
-        elif shown is not None and len(shown) > 1:
-            say(f"update: {headline(rep)}")
+            say(f"{'' if f.end_seen else 'provisional '}{word}: {headline(rep)}")
             shown = key
 
     def notes() -> None:
@@ -725,32 +736,60 @@ def follow(inputs: Sequence[str], opts: pipeline.Options | None = None, *, inter
             say(note)
         f.notes.clear()
 
-    while True:
-        if f.poll():
-            notes()
-            last_change = clock()
-            report = f.report()
-            show(report)
-            if f.end_seen and ended_at is None:
-                ended_at = clock()
-                say("the job's end is in the logs: collecting late lines for "
-                    f"{grace:.0f} s" if grace >= 1 else "the job's end is in the logs")
-        elif not f.sources and not waiting_said:
-            say(f"waiting for logs to appear in {', '.join(inputs)}")
-            waiting_said = True
-        now = clock()
-        if ended_at is not None and now - ended_at >= grace:
-            break
-        if quiet_s is not None and now - last_change >= quiet_s:
-            say(f"nothing new for {quiet_s:g} s: stopping")
-            break
-        if max_s is not None and now - t0 >= max_s:
-            break
-        if not f.stdin_open and "-" in inputs and not any(i != "-" for i in inputs):
-            break  # only stdin, and it ended
-        sleep(interval_s)
+    def heartbeat(now: float) -> None:
+        nonlocal last_beat
+        if not heartbeat_s or now - max(last_change, last_beat) < heartbeat_s:
+            return
+        last_beat = now
+        if not f.sources:
+            say(f"waiting for logs to appear in {', '.join(inputs)} ({now - t0:.0f} s)")
+            return
+        n = len(f.sources)
+        read = _size(sum(st.bytes_read for st in f.sources.values()))
+        end = "the job's end is in the logs" if f.end_seen else "no end of the job in the logs yet"
+        say(f"waiting: {n} source{'s' if n != 1 else ''} ({read} read), last new line {now - last_change:.0f} s ago; "
+            f"{end}")
+
+    try:
+        while True:
+            if f.poll():
+                notes()
+                last_change = clock()
+                report = f.report()
+                show(report)
+                if f.end_seen and ended_at is None:
+                    ended_at = clock()
+                    say("the job's end is in the logs: collecting late lines for "
+                        f"{grace:.0f} s" if grace >= 1 else "the job's end is in the logs")
+            elif not f.sources and not waiting_said:
+                say(f"waiting for logs to appear in {', '.join(inputs)}")
+                waiting_said = True
+            now = clock()
+            if ended_at is not None and now - ended_at >= grace:
+                break
+            if quiet_s is not None and now - last_change >= quiet_s:
+                say(f"nothing new for {quiet_s:g} s: stopping")
+                break
+            if max_s is not None and now - t0 >= max_s:
+                break
+            if not f.stdin_open and "-" in inputs and not any(i != "-" for i in inputs):
+                break  # only stdin, and it ended
+            heartbeat(now)
+            sleep(interval_s)
+    except KeyboardInterrupt:
+        if not f.end_seen and shown is not None:
+            say("interrupted before the job's end was in the logs: the verdict above is provisional")
+        raise
     if f.poll(final=True) or report is None:
         notes()
         report = f.report()
         show(report)
+    if f.end_seen:
+        say(f"final verdict: {headline(report)}")
+    else:
+        say("stopped before the job's end was in the logs: the verdict is provisional")
+        report = replace(report, diagnostics=report.diagnostics + (Diagnostic(
+            "warning", None, "--follow stopped before the job's end was in the logs (no line of a rule tagged "
+            f"'{Tag.JOB_END}'): this verdict is provisional; a rank may yet report an earlier failure",
+            DiagCode.FOLLOW_PROVISIONAL),))
     return report

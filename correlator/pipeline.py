@@ -42,7 +42,7 @@ def load_engine_rules(opts: Options) -> list[Rule]:
 
 
 def analyze(inputs: Sequence[str], opts: Options | None = None, *,
-            progress: Callable[[int, int], None] | None = None,
+            progress: Callable[[int, int, int, int], None] | None = None,
             rules: Sequence[Rule] | None = None) -> Report:
     """Analyse the logs at ``inputs``; raises ``RuleError``/``InputError``/``UsageError`` only."""
     from correlator.extract import engines, sources
@@ -69,7 +69,7 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
     spec = engines.EngineSpec(opts.rule_dirs, opts.include_builtin_rules, opts.scanner, xopts)
     engine = None
     if opts.engine == "dask":
-        digests = engines.run_dask(srcs, spec, opts.scheduler)
+        digests = engines.run_dask(srcs, spec, opts.scheduler, progress)
     else:
         engine = Engine(rule_list, opts.scanner)
         digests = engines.run_local(srcs, spec, engine, opts.workers, progress, engine_is_spec=rules is None)

@@ -88,9 +88,10 @@ def test_unreadable_file_is_reported_not_fatal(job, tmp_path):
 
 def test_unknown_format_and_scanner(job):
     r = cli(str(job), "-f", "yaml")
-    assert r.returncode == 2 and r.stderr.decode().startswith("error: unknown format")
+    assert r.returncode == 2 and r.stderr.decode().startswith("error: invalid value for '--format' / '-f': 'yaml'")
     r = cli(str(job), "--scanner", "nope")
-    assert r.returncode == 2 and r.stderr.decode().startswith("error: unknown scanner")
+    assert r.returncode == 2 and r.stderr.decode().startswith("error: invalid value for '--scanner': 'nope' is not "
+                                                              "one of 'auto', 'hyperscan', 'regex'")
 
 
 def test_fail_on_failure(job):
@@ -180,7 +181,7 @@ def test_plain_command_line_keeps_exit_codes_and_errors(pool_job, tmp_path):
     r = cli(str(pool_job), "--fail-on-failure", "-f", "json")
     assert r.returncode == 1 and json.loads(r.stdout)["verdict"] == "root_cause"
     r = cli(str(pool_job), "-f", "yaml")
-    assert r.returncode == 2 and r.stderr.decode().startswith("error: unknown format 'yaml'")
+    assert r.returncode == 2 and r.stderr.decode().startswith("error: invalid value for '--format' / '-f': 'yaml'")
     r = cli(str(pool_job), "--bogus")
     assert r.returncode == 2 and "--bogus" in r.stderr.decode()
 
@@ -223,3 +224,246 @@ def test_nothing_is_read_early_from_a_fifo(pool_job, tmp_path):
     finally:
         engines.drop_early()
     assert engines._SPECULATION is None and engines._EARLY is None
+
+
+# --- the option surface: -h, boolean pairs, choices, completion (issue 15 item 8) ----------------
+
+COMMANDS = ([], ["analyze"], ["rules"], ["rules", "check"], ["rules", "list"], ["rules", "explain"],
+            ["rules", "site"], ["history"], ["serve"], ["completion"])
+
+
+def _help(*args: str) -> str:
+    r = cli(*args, "--help", env={"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"})
+    assert r.returncode == 0, (args, r.stderr)
+    return r.stdout.decode()
+
+
+def test_dash_h_is_help_on_every_command():
+    for args in COMMANDS:
+        r = cli(*args, "-h", env={"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"})
+        assert r.returncode == 0, (args, r.stderr)
+        assert r.stdout.decode() == _help(*args), args
+
+
+def test_no_boolean_option_reads_no_no():
+    import re
+
+    for args in COMMANDS:
+        text = _help(*args)
+        assert "--no-no-" not in text, args
+        # a boolean with a negative form shows it beside the positive one, and never alone
+        for neg in re.findall(r"--no-([a-z-]+)", text):
+            assert f"--{neg}" in text.replace(f"--no-{neg}", ""), (args, neg)
+    analyze = _help("analyze")
+    for pair in ("--redact", "--no-redact", "--builtin-rules", "--no-builtin-rules", "--color", "--no-color"):
+        assert pair in analyze, pair
+    for flag in ("--all-files", "--fail-on-failure", "--follow"):
+        assert f"--no-{flag[2:]}" not in analyze, flag
+
+
+def test_both_forms_of_a_boolean_pair_work(tmp_path):
+    job = tmp_path / "slurm-1.out"
+    job.write_text("[rank3]: RuntimeError: CUDA error: out of memory (key AKIAABCDEFGHIJKLMNOP)\n")
+    runs = {flag: cli(str(job), "-f", "json", *flag) for flag in ((), ("--redact",), ("--no-redact",))}
+    assert all(r.returncode == 0 for r in runs.values()), {k: r.stderr for k, r in runs.items()}
+    texts = {k: json.loads(r.stdout)["root_cause"]["evidence"][0]["text"] for k, r in runs.items()}
+    assert texts[("--no-redact",)].endswith("(key AKIAABCDEFGHIJKLMNOP)")
+    assert "ABCDEFGHIJKLMNOP" not in texts[("--redact",)] and "***" in texts[("--redact",)] and texts[("--redact",)] == texts[()]
+    # --no-builtin-rules without --rules: no rule to find the OOM with
+    r = cli(str(job), "-f", "json", "--no-builtin-rules", "--workers", "1")
+    assert r.returncode == 0 and json.loads(r.stdout)["root_cause"] is None
+
+
+def test_choices_are_listed_in_help_and_enforced(job):
+    for args, choices in ((["analyze"], ("terminal", "json", "markdown", "html", "trace")),
+                          (["analyze"], ("local", "dask")), (["analyze"], ("auto", "hyperscan", "regex")),
+                          (["rules", "list"], ("table", "json")), (["history"], ("table", "json", "markdown")),
+                          (["completion"], ("bash", "zsh", "fish", "powershell"))):
+        assert "|".join(choices) in _help(*args), (args, choices)
+    for args in (["-f", "yaml"], ["--engine", "spark"], ["--format", "yaml", "--workers", "1"]):
+        r = cli(str(job), *args)
+        err = r.stderr.decode().strip().splitlines()
+        assert r.returncode == 2 and len(err) == 1, (args, err)
+        assert err[0].startswith("error: invalid value for") and "is not one of" in err[0], err
+    from correlator.history import RENDERERS
+
+    assert tuple(RENDERERS) == ("table", "json", "markdown")  # the choices history --format offers
+
+
+def test_completion_prints_a_script_for_each_shell():
+    for shell, marker in (("bash", "complete -o default -F _correlate_completion correlate"),
+                          ("zsh", "#compdef correlate"), ("fish", "complete --command correlate"),
+                          ("powershell", "Register-ArgumentCompleter")):
+        r = cli("completion", shell)
+        assert r.returncode == 0 and marker in r.stdout.decode() and "_CORRELATE_COMPLETE" in r.stdout.decode(), shell
+    r = cli("completion", "ksh")
+    assert r.returncode == 2 and "'bash', 'zsh', 'fish', 'powershell'" in r.stderr.decode()
+
+
+def _complete(words: str) -> list[str]:
+    parts = words.split(" ")
+    r = cli(env={"_CORRELATE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(parts) - 1)})
+    assert r.returncode == 0, r.stderr
+    return r.stdout.decode().split()
+
+
+def test_completion_answers_what_the_script_asks():
+    assert _complete("correlate rules l") == ["list"]
+    assert "history" in _complete("correlate h")
+    assert _complete("correlate analyze x.log --format ") == ["terminal", "json", "markdown", "html", "trace"]
+    # 'correlate PATH ...' is 'correlate analyze PATH ...' for completion as for running
+    assert _complete("correlate logs/ --fail") == ["--fail-on-failure"]
+    assert _complete("correlate logs/ --no-re") == ["--no-redact"]
+    assert _complete("correlate rules list --role x --format ") == ["table", "json"]
+
+
+# --- Ctrl-C (issue 15 item 8, issue 18 item 4) ------------------------------------------------------
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live (not zombie) processes under ``pid``, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if state != "Z":
+            parents.setdefault(int(ppid), []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for p in pids:
+        try:
+            if Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                alive.add(p)
+        except OSError:
+            pass
+    return alive
+
+
+@pytest.fixture(scope="module")
+def slow_job(tmp_path_factory) -> Path:
+    """16 rank files of 4 MB: with the pure-Python scanner, tens of seconds of work for the pool."""
+    out = tmp_path_factory.mktemp("slow") / "job"
+    subprocess.run(GEN + ["ranks", "--ranks", "16", "--per-rank", "4M", "-o", str(out)], check=True,
+                   stderr=subprocess.DEVNULL, timeout=120)
+    return out
+
+
+@pytest.mark.parametrize("who, extra", [("group", []), ("parent", ["-j", "2", "-f", "json"])])
+def test_ctrl_c_stops_the_workers_and_exits_130(slow_job, who, extra):
+    """A terminal's Ctrl-C (SIGINT to the process group: the plain path, whose workers start early)
+    and a SIGINT to the parent alone (the typer path): the parent and every worker are gone within
+    a bounded wait, long before the work would have ended, exit 130, no traceback."""
+    import signal
+    import time
+
+    env = {**os.environ, "CORRELATE_SCANNER": "regex"}
+    p = subprocess.Popen([sys.executable, "-m", "correlator", str(slow_job), *extra], env=env, start_new_session=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(kids := _descendants(p.pid)) < 2 and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(kids) >= 2, "the pool did not start"
+        time.sleep(0.5)  # the workers are reading
+        kids = _descendants(p.pid)
+        assert p.poll() is None, "the analysis ended before it could be interrupted"
+        if who == "group":
+            os.killpg(p.pid, signal.SIGINT)
+        else:
+            os.kill(p.pid, signal.SIGINT)
+        deadline = time.monotonic() + 2.0  # bounded wait, polled (the work left is tens of seconds)
+        while (p.poll() is None or _alive(kids)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code = p.poll()
+        err = p.stderr.read().decode() if code is not None else ""  # type: ignore[union-attr]
+        # 130, or ended by the SIGINT itself (what a shell also reports as 130)
+        assert code in (130, -signal.SIGINT), (code, err)
+        assert not _alive(kids), f"workers still running: {_alive(kids)}"
+        assert "Traceback" not in err, err
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+        for k in _alive(_descendants(p.pid)):
+            os.kill(k, 9)
+        p.wait()
+
+
+def test_progress_bar_shows_bytes_rate_and_time_left():
+    """The bar (rich) after its delay: bytes of the total, the rate once there are two reports, the
+    time left, the files; closing it clears its line and shows the cursor again."""
+    import io
+
+    from correlator.progress import Progress
+
+    now = [0.0]
+    out = io.StringIO()
+    bar = Progress(out, delay_s=2.0, clock=lambda: now[0], force_terminal=True, auto_refresh=False)
+    bar(1, 64, 10_000_000, 1_000_000_000)
+    assert out.getvalue() == ""  # a quick run prints nothing
+    for t, files, done in ((2.5, 2, 20_000_000), (3.5, 10, 120_000_000), (4.5, 20, 320_000_000)):
+        now[0] = t
+        bar(files, 64, done, 1_000_000_000)
+    import re
+
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue()).split("\r")[-1]
+    assert "0.3/1.0 GB" in shown and "200.0 MB/s" in shown and "0:00:04" in shown and "20/64 files" in shown, shown
+    bar.close()
+    assert out.getvalue().endswith("\x1b[2K") and "\x1b[?25h" in out.getvalue()[-20:]
+
+
+def test_ctrl_c_under_a_terminal_stops_the_bar_cleanly(slow_job):
+    """stderr a terminal: the bar is drawn with bytes, rate and files; Ctrl-C clears it, shows the
+    cursor again, exits 130 with nothing on stdout."""
+    import pty
+    import re
+    import select
+    import signal
+    import time
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "CORRELATE_SCANNER": "regex", "COLUMNS": "120", "TERM": "xterm"}
+    p = subprocess.Popen([sys.executable, "-m", "correlator", str(slow_job), "-j", "2"], env=env,
+                         start_new_session=True, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    got = b""
+
+    def drain(until: float, stop=lambda: False) -> None:
+        nonlocal got
+        while time.monotonic() < until and not stop():
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    got += os.read(master, 65536)
+                except OSError:
+                    return
+    try:
+        drain(time.monotonic() + 60, lambda: b"files" in got and b"/s" in got)
+        assert p.poll() is None and b"files" in got, got[-300:]
+        plain = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", got).split(b"\r")[-1]
+        assert re.search(rb"[\d.]+/[\d.]+ [kMG]B", plain) and b"B/s" in plain and f"/{len(list(slow_job.iterdir()))} files".encode() in plain, plain
+        os.killpg(p.pid, signal.SIGINT)
+        drain(time.monotonic() + 5, lambda: p.poll() is not None)
+        drain(time.monotonic() + 0.3)
+        assert p.wait(timeout=5) == 130
+        tail = got[got.rindex(b"files"):]
+        assert b"\x1b[?25h" in tail and tail.rstrip(b"\r\n").endswith(b"\x1b[2K"), tail  # cursor back, line cleared
+        assert b"Traceback" not in got and p.stdout.read() == b""  # type: ignore[union-attr]
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+        p.wait()
+        os.close(master)

@@ -298,3 +298,97 @@ def test_live_lines_show_the_control_characters_of_log_text(tmp_path):
     assert "Input/output error" in said
     assert "\x1b" not in said and "\x07" not in said
     assert "\\x07" in said  # (the extractor strips the ESC sequences; the BEL left is shown)
+
+
+# --- provisional until the job's end, and a heartbeat while waiting (issue 15 item 9) ----------------
+
+
+class FakeTime:
+    """``clock`` and ``sleep`` for follow(): time passes only when it sleeps; ``at`` runs actions
+    (a writer appending lines) when the clock reaches their time."""
+
+    def __init__(self, at: dict[float, object] | None = None) -> None:
+        self.now = 0.0
+        self.at = dict(at or {})
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+        for t in sorted(self.at):
+            if t <= self.now:
+                self.at.pop(t)()  # type: ignore[operator]
+
+
+def _said(out: io.StringIO) -> list[str]:
+    return [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
+
+
+def test_verdict_is_provisional_and_a_heartbeat_says_what_it_waits_for(tmp_path):
+    (tmp_path / "rank-2.log").write_text("\n".join(scenario()[2]) + "\n")  # a failure, no end of the job
+    size = (tmp_path / "rank-2.log").stat().st_size
+    t, out = FakeTime(), io.StringIO()
+    rep = fl.follow([str(tmp_path)], Options(tz="UTC"), interval_s=1.0, out=out, quiet_s=50, heartbeat_s=10,
+                    clock=t.clock, sleep=t.sleep)
+    said = _said(out)
+    assert said[0].startswith("provisional verdict: root cause: rank 2")
+    beats = [s for s in said if s.startswith("waiting:")]
+    read = fl._size(size)
+    assert beats == [f"waiting: 1 source ({read} read), last new line {n} s ago; no end of the job in the logs yet"
+                     for n in (10, 20, 30, 40)]
+    assert said[-2:] == ["nothing new for 50 s: stopping",
+                         "stopped before the job's end was in the logs: the verdict is provisional"]
+    notes = [d for d in rep.diagnostics if d.code is fl.DiagCode.FOLLOW_PROVISIONAL]
+    assert len(notes) == 1 and notes[0].level == "warning" and "provisional" in notes[0].message
+    assert rep.root_cause is not None and rep.root_cause.rank == 2
+
+
+def test_the_job_end_makes_the_verdict_final(tmp_path):
+    (tmp_path / "rank-2.log").write_text("\n".join(scenario()[2]) + "\n")
+    end = lambda: (tmp_path / "slurm-77.out").write_text(CANCEL + "\n")  # noqa: E731
+    t, out = FakeTime({5.0: end}), io.StringIO()
+    rep = fl.follow([str(tmp_path)], Options(tz="UTC"), interval_s=1.0, out=out, grace_s=2, heartbeat_s=3,
+                    max_s=60, clock=t.clock, sleep=t.sleep)
+    said = _said(out)
+    assert said[0].startswith("provisional verdict: root cause: rank 2")
+    assert "waiting: 1 source" in said[1] and said[1].endswith("last new line 3 s ago; no end of the job in the logs yet")
+    assert said[2] == "the job's end is in the logs: collecting late lines for 2 s"
+    assert said[-1].startswith("final verdict: root cause: rank 2") and t.now < 10
+    assert not any("provisional" in s for s in said[2:])
+    assert not [d for d in rep.diagnostics if d.code is fl.DiagCode.FOLLOW_PROVISIONAL]
+
+
+def test_a_job_already_ended_gets_no_provisional_verdict(tmp_path):
+    (tmp_path / "rank-2.log").write_text("\n".join(scenario()[2]) + "\n")
+    (tmp_path / "slurm-77.out").write_text(CANCEL + "\n")
+    t, out = FakeTime(), io.StringIO()
+    fl.follow([str(tmp_path)], Options(tz="UTC"), interval_s=1.0, out=out, grace_s=2, clock=t.clock, sleep=t.sleep)
+    said = _said(out)
+    assert said[0].startswith("verdict: root cause: rank 2") and said[-1].startswith("final verdict: root cause: rank 2")
+    assert not any("provisional" in s for s in said)
+
+
+def test_heartbeat_while_no_log_has_appeared(tmp_path):
+    t, out = FakeTime(), io.StringIO()
+    pattern = str(tmp_path / "slurm-*.out")
+    fl.follow([pattern], Options(tz="UTC"), interval_s=1.0, out=out, heartbeat_s=10, max_s=25,
+              clock=t.clock, sleep=t.sleep)
+    said = _said(out)
+    assert said[0] == f"waiting for logs to appear in {pattern}"
+    assert [s for s in said if s.startswith("waiting for")][1:] == [
+        f"waiting for logs to appear in {pattern} ({n} s)" for n in (10, 20)]
+
+
+def test_cli_follow_heartbeat_and_provisional_note(tmp_path):
+    (tmp_path / "rank-2.log").write_text("\n".join(scenario()[2]) + "\n")
+    p = _cli("--follow", str(tmp_path), "--interval", "0.05", "--tz", "UTC", "--quiet", "1.5", "--heartbeat", "0.5",
+             "-f", "json")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err.decode()
+    live = err.decode()  # with --format json the live lines go to stderr
+    assert "provisional verdict: root cause: rank 2" in live and "waiting: 1 source" in live
+    import json
+
+    doc = json.loads(out)
+    assert any(d["code"] == "follow-provisional" for d in doc["diagnostics"]), doc["diagnostics"]

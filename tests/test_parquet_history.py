@@ -186,3 +186,108 @@ def test_every_sample_job_goes_into_one_dataset(tmp_path: Path) -> None:
     summary = history.summarize(out)
     assert summary.jobs == len(SAMPLE_JOBS)
     assert summary.repeated_roots, "no node was the root of two sample jobs"
+
+
+# --- history: counts that add up, --since, --node (issue 15 item 11) --------------------------------
+
+
+def _mixed_dataset(tmp_path: Path) -> Path:
+    """_dataset's four jobs, plus a healthy one, an undetermined one (failures, no rank, no rule) and
+    a healthy one whose logs had no time at all."""
+    out = _dataset(tmp_path)
+    healthy = replace(make_report(hosts=["gpu-d01", "gpu-d02"]), verdict=Verdict.NO_FAILURE, root_cause=None,
+                      collateral=(), groups=())
+    parquet.write_parquet(healthy, out, "5005")
+    undetermined = replace(make_report(hosts=["gpu-d01", "gpu-c01"]), verdict=Verdict.UNDETERMINED, root_cause=None)
+    parquet.write_parquet(undetermined, out, "5006")
+    parquet.write_parquet(empty_report(), out, "5007")
+    return out
+
+
+def _check_sums(s: history.HistorySummary) -> None:
+    assert sum(n for _v, n in s.verdicts) == s.jobs
+    assert s.ended == s.jobs - dict(s.verdicts).get("no_failure", 0)
+    assert sum(c.jobs for c in s.categories) == s.ended == sum(r.jobs for r in s.rules)
+    assert sum(len(r.job_ids) for r in s.rules) == s.ended
+    assert sum(c.rank_hours for c in s.categories) == pytest.approx(s.ended_rank_hours, abs=0.01)
+    assert sum(r.rank_hours for r in s.rules) == pytest.approx(s.ended_rank_hours, abs=0.01)
+    assert s.ended_rank_hours <= s.rank_hours + 1e-9
+    assert s.jobs + sum(n for _reason, n in s.left_out) == s.dataset_jobs
+
+
+def test_history_counts_add_up(tmp_path: Path) -> None:
+    s = history.summarize(_mixed_dataset(tmp_path))
+    assert s.jobs == s.dataset_jobs == 7
+    assert dict(s.verdicts) == {"root_cause": 3, "job_level": 1, "no_failure": 2, "undetermined": 1}
+    _check_sums(s)
+    # the undetermined job is counted where it can be: no rule was named
+    assert (history.NO_RULE, 1) in [(r.rule, r.jobs) for r in s.rules]
+    assert (history.NO_CATEGORY, 1) in [(c.category, c.jobs) for c in s.categories]
+    healthy_hours = s.rank_hours - s.ended_rank_hours
+    assert healthy_hours == pytest.approx(8 * (3600 + 632) / 3600, abs=0.01)  # the healthy job's, and only it
+    table = history.render_table(s)
+    totals = [line.split() for line in table.splitlines() if line.startswith("total")]
+    assert totals == [["total", "5", f"{s.ended_rank_hours:,.1f}"]] * 2
+    md = history.render_markdown(s)
+    assert md.count("| **total** |") == 2 and f"**{s.ended}**" in md
+
+
+def test_history_since_a_date_or_a_duration(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    out = _mixed_dataset(tmp_path)
+    end = max(r["job_end"] for r in parquet.read_table(out, "incidents").to_pylist() if r["job_end"])
+    every = history.summarize(out, since=end - timedelta(hours=3))
+    _check_sums(every)
+    # a job whose logs had no time: --since cannot say it is recent, so it is left out, and said
+    assert every.jobs == 6 and dict(every.left_out) == {"without a time (--since)": 1}
+    none = history.summarize(out, since=end + timedelta(seconds=1))
+    _check_sums(none)
+    assert none.jobs == 0 and dict(none.left_out) == {"before --since": 6, "without a time (--since)": 1}
+    assert "7 of 7 jobs left out: 6 before --since, 1 without a time (--since)" in history.render_table(none)
+    now = datetime(2026, 3, 9, 12, 0, tzinfo=UTC)
+    assert history.parse_since("7d", now) == now - timedelta(days=7)
+    assert history.parse_since("1d12h", now) == now - timedelta(hours=36)
+    assert history.parse_since("2w", now) == now - timedelta(weeks=2)
+    assert history.parse_since("90m", now) == now - timedelta(minutes=90)
+    assert history.parse_since("2026-03-01", now) == datetime(2026, 3, 1, tzinfo=UTC)
+    assert history.parse_since("2026-03-01T14:00+02:00") == datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert history.parse_since("2026-03-01T14:00Z") == datetime(2026, 3, 1, 14, tzinfo=UTC)
+    for bad in ("yesterday", "7 days", "-3d", ""):
+        with pytest.raises(UsageError):
+            history.parse_since(bad, now)
+
+
+def test_history_node_keeps_the_jobs_that_ran_there(tmp_path: Path) -> None:
+    out = _mixed_dataset(tmp_path)
+    s = history.summarize(out, node="gpu-c01")
+    _check_sums(s)
+    # 5002 (root on gpu-b07, ranks on gpu-c01), 5003 (root on gpu-c01), 5006 (undetermined, ranks there)
+    assert s.jobs == 3 and s.node_roots == 1 and dict(s.left_out) == {"not on --node": 4}
+    assert sorted(j for r in s.rules for j in r.job_ids) == ["5002", "5003", "5006"]
+    both = history.summarize(out, node="gpu-b07", since=parquet.read_table(out, "incidents").to_pylist()[0]["job_end"])
+    _check_sums(both)
+    assert "on node gpu-b07 (2 with their root there)" in history.render_table(both)
+    assert history.summarize(out, node="nowhere").jobs == 0
+
+
+def test_history_cli_since_and_node(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = _mixed_dataset(tmp_path)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "correlator", "history", str(out), *args], capture_output=True,
+                              timeout=120, cwd=REPO)
+
+    r = run("--node", "gpu-c01", "--since", "2026-03-01", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["jobs"] == 3 and data["node"] == "gpu-c01" and data["since"] == "2026-03-01T00:00:00.000Z"
+    assert sum(c["jobs"] for c in data["categories"]) == data["ended"] == 3
+    r = run("--since", "100w")  # a duration: every job with a time is within 100 weeks of now
+    assert r.returncode == 0 and "6 jobs in" in r.stdout.decode() and "1 without a time" in r.stdout.decode()
+    r = run("--since", "last tuesday")
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and "--since 'last tuesday' is neither a date nor a duration" in err[0]

@@ -89,7 +89,8 @@ def test_cli_rules_list_json_and_filters():
 @pytest.mark.parametrize("args, message", [
     (["--role", "fatal"], "unknown role 'fatal': use one of primary, collateral, teardown, job, context"),
     (["--category", "nccll"], "unknown category 'nccll': use one of checkpoint, cuda,"),
-    (["--format", "yaml"], "unknown format 'yaml': use one of table, json"),
+    (["--format", "yaml"], "invalid value for '--format' / '-f': 'yaml' is not one of 'table', 'json'"),
+    (["--tag", "oomm"], "unknown tag 'oomm' (did you mean oom"),
 ])
 def test_cli_rules_list_unknown_choice_is_a_usage_error(args, message):
     r = cli("rules", "list", *args)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -120,8 +121,40 @@ def build_engine(spec: EngineSpec) -> Engine:
     return eng
 
 
+def _ignore_sigint() -> None:
+    """In a worker: Ctrl-C is the parent's to handle (it stops the workers, see ``stop_pool``); a
+    terminal sends it to the whole process group, and a worker taking it would print a traceback
+    and carry on with its next task."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+_FORK_HOOK = False
+
+
+def _workers_ignore_sigint() -> None:
+    """From now on a forked child ignores SIGINT from its first instruction (``os.register_at_fork``),
+    not only once its initializer runs: a Ctrl-C at the moment of a fork prints no traceback there."""
+    global _FORK_HOOK
+    if not _FORK_HOOK and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_ignore_sigint)
+        _FORK_HOOK = True
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` at once (Ctrl-C, or an error that ends the run): its queued tasks are cancelled
+    and its workers, which may be in the middle of a file, are terminated rather than waited for."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=1.0)
+
+
 def _init(spec: EngineSpec | None) -> None:
     global _ENGINE, _OPTS
+    _ignore_sigint()
     if spec is not None:  # spawned worker: nothing inherited
         _ENGINE = build_engine(spec)
         _OPTS = spec.opts
@@ -280,8 +313,9 @@ class ReplayScanner:
         return {s + begin: ids for s, ids in self.scan(b"", end - begin).items()}
 
 
-def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[int, int]],
-                     ahead: int) -> Iterator[Piece]:
+def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[int, int]], ahead: int,
+                     on_piece: Callable[[int], None] | None = None) -> Iterator[Piece]:
+    """The scanned pieces of ``path`` in order, ``ahead`` in flight; ``on_piece(bytes)`` as each is taken."""
     queue: deque[Future] = deque()
     it = iter(bounds)
     for a, b in it:
@@ -293,6 +327,8 @@ def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[in
         nxt = next(it, None)
         if nxt is not None:
             queue.append(pool.submit(_scan_piece, path, *nxt))
+        if on_piece is not None:
+            on_piece(res[1] - res[0])
         yield res
 
 
@@ -342,6 +378,12 @@ def default_spec() -> EngineSpec:
 
 
 def _warm() -> None:
+    """A worker of the early pool: warmed (inherited from the parent, or built from the caches)."""
+    _ignore_sigint()
+    _warm_up()
+
+
+def _warm_up() -> None:
     tune_malloc()
     try:
         from correlator.extract.extractor import warm_up
@@ -388,22 +430,27 @@ def speculate(inputs: list[str]) -> None:
     if n <= 1 or total < POOL_MIN_BYTES or not srcs or key is None or any(_splittable(s, total, n) for s in srcs):
         return
     spec = default_spec()
-    _warm()  # once here, inherited by every worker, instead of once per worker competing for the cores
+    _warm_up()  # once here, inherited by every worker, instead of once per worker competing for the cores
+    _workers_ignore_sigint()
     pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"), initializer=_warm)
     order = sorted(range(len(srcs)), key=lambda i: -(srcs[i].size or 0))
     futures = [(b, pool.submit(_work_batch, [srcs[i] for i in b], spec)) for b in _batches(order, srcs, n)]
     _EARLY, _SPECULATION = (pool, n), (key, spec, futures)
 
 
-def drop_early() -> None:
-    """Cancel what was started early and shut its pool down (nothing took it over)."""
+def drop_early(now: bool = False) -> None:
+    """Cancel what was started early and shut its pool down (nothing took it over); ``now`` (the
+    run was interrupted) also terminates the workers' tasks under way."""
     global _EARLY, _SPECULATION
     if _SPECULATION is not None:
         for _b, fut in _SPECULATION[2]:
             fut.cancel()
         _SPECULATION = None
     if _EARLY is not None:
-        _EARLY[0].shutdown(wait=False, cancel_futures=True)
+        if now:
+            stop_pool(_EARLY[0])
+        else:
+            _EARLY[0].shutdown(wait=False, cancel_futures=True)
         _EARLY = None
 
 
@@ -423,7 +470,8 @@ def _take_early(sources: Sequence[SourceInfo], spec: EngineSpec, n: int
 
 
 def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | None, workers: int | None,
-              progress: Callable[[int, int], None] | None = None, *, engine_is_spec: bool = True) -> list[Digest]:
+              progress: Callable[[int, int, int, int], None] | None = None, *,
+              engine_is_spec: bool = True) -> list[Digest]:
     """Extract every source on a process pool (or in this process when the job is small).
 
     ``engine`` is this process's engine; ``engine_is_spec`` says it is the one ``spec`` builds
@@ -434,29 +482,44 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
     total_bytes = sum(s.size or 0 for s in sources if s.kind != "stdin")
     eng = engine or build_engine(spec)
     out: dict[int, Digest] = {}
-    done = 0
+    done = done_bytes = 0
 
-    def tick() -> None:
-        nonlocal done
-        done += 1
+    def report() -> None:
         if progress:
-            progress(done, len(sources))
+            progress(done, len(sources), min(done_bytes, total_bytes), total_bytes)
+
+    def tick(i: int | None = None) -> None:
+        """Source ``i`` is read (None: its bytes were counted piece by piece)."""
+        nonlocal done, done_bytes
+        done += 1
+        if i is not None and sources[i].kind != "stdin":
+            done_bytes += sources[i].size or 0
+        report()
+
+    def piece_read(nbytes: int) -> None:
+        nonlocal done_bytes
+        done_bytes += nbytes
+        report()
 
     files = [i for i, s in enumerate(sources) if s.kind != "stdin"]
     early = _take_early(sources, spec, n) if engine_is_spec else None
     if early is not None:  # started before this process had the engine: take the results over
         pool, started = early
-        with pool:
+        try:
             for batch, fut in started:
                 for i, d in zip(batch, fut.result()):
                     out[i] = d
-                    tick()
+                    tick(i)
+        except BaseException:
+            stop_pool(pool)  # Ctrl-C: the workers stop now, not after their files
+            raise
+        pool.shutdown()
         return [out[i] for i in range(len(sources))]
     drop_early()
     if n <= 1 or total_bytes < POOL_MIN_BYTES or not files:
         for i, s in enumerate(sources):
             out[i] = _safe_extract(s, eng, spec.opts)
-            tick()
+            tick(i)
         return [out[i] for i in range(len(sources))]
 
     split = [i for i in files if _splittable(sources[i], total_bytes, n)]
@@ -468,25 +531,32 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
     except ValueError:  # no fork on this platform: each worker builds the engine once
         ctx = multiprocessing.get_context("spawn")
         init_arg = spec
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init, initargs=(init_arg,)) as pool:
+    _workers_ignore_sigint()
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init, initargs=(init_arg,))
+    try:
         futures = {pool.submit(_work_batch, [sources[i] for i in b]): b for b in _batches(whole, sources, n)}
         for i in split:  # this process extracts, the workers scan
             s = sources[i]
             try:
                 bounds = piece_bounds(s.path, s.size or 0)
-                pieces = _pieces_in_order(pool, s.path, bounds, max(2, n * PIECES_AHEAD_PER_WORKER))
+                pieces = _pieces_in_order(pool, s.path, bounds, max(2, n * PIECES_AHEAD_PER_WORKER), piece_read)
                 out[i] = extract_split(s, eng, spec.opts, pieces)
+                tick()
             except Exception:  # noqa: BLE001 - whatever went wrong with the pieces, read it whole
                 out[i] = _safe_extract(s, eng, spec.opts)
-            tick()
+                tick(i)
         for fut, batch in futures.items():
             for i, d in zip(batch, fut.result()):
                 out[i] = d
-                tick()
+                tick(i)
         for i, s in enumerate(sources):
             if s.kind == "stdin":
                 out[i] = _safe_extract(s, eng, spec.opts)
-                tick()
+                tick(i)
+    except BaseException:
+        stop_pool(pool)  # Ctrl-C: the workers stop now, not after their files
+        raise
+    pool.shutdown()
     return [out[i] for i in range(len(sources))]
 
 
@@ -501,7 +571,8 @@ def _dask_task(src: SourceInfo, spec: EngineSpec) -> bytes:
 
 
 def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | None,
-             progress: Callable[[int, int], None] | None = None, n_workers: int | None = None) -> list[Digest]:
+             progress: Callable[[int, int, int, int], None] | None = None,
+             n_workers: int | None = None) -> list[Digest]:
     from correlator.extract.digest_io import digest_from_arrow
 
     try:
@@ -521,10 +592,13 @@ def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | N
         futures = client.map(_dask_task, remote, spec=spec, pure=False)
         order = {f.key: i for i, f in enumerate(futures)}
         got: dict[int, Digest] = {}
+        total_bytes, done_bytes = sum(s.size or 0 for s in remote), 0
         for k, fut in enumerate(as_completed(futures), start=1):
-            got[order[fut.key]] = digest_from_arrow(fut.result())
+            i = order[fut.key]
+            got[i] = digest_from_arrow(fut.result())
+            done_bytes += remote[i].size or 0
             if progress:
-                progress(k, len(sources))
+                progress(k, len(sources), done_bytes, total_bytes)
     finally:
         client.close()
         if cluster is not None:

@@ -185,6 +185,8 @@ class DiagCode(StrEnum):
     FOLLOW_RESTART = "follow-restart"
     #: a followed file was deleted (what was read from it stays)
     FOLLOW_GONE = "follow-gone"
+    #: a follow stopped before the job's end was in the logs: the verdict may still change
+    FOLLOW_PROVISIONAL = "follow-provisional"
     #: an entry of a Parquet dataset that is no partition's Parquet file (left out by ``history``)
     STRAY_FILE = "stray-file"
     #: the job id the logs state cannot name a Parquet partition; a stable hash of it stands in
