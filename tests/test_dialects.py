@@ -74,3 +74,17 @@ def test_every_stamp_a_dialect_matches_is_caught_by_a_hint(d, data):
     text = data.draw(st.from_regex(re.compile(d.pattern)))
     assert re.search(d.pattern, text)
     assert any(h.search(text.encode("utf-8", "surrogatepass")) for h in STAMP_HINTS), (d.name, text)
+
+
+@pytest.mark.parametrize("d", dialects.STAMPS, ids=[d.name for d in dialects.STAMPS])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_stamp_a_dialect_matches_holds_what_it_needs(d, data):
+    """The parser's pre-check (``StampDialect.needs``) finds every stamp the dialect's pattern
+    matches, in the same characters: a text it rejects holds no stamp."""
+    text = data.draw(st.from_regex(re.compile(d.pattern)))
+    m = re.search(d.pattern, text)
+    assert m
+    needs = re.compile(dialects.stamp_needs())
+    assert needs.search(text, 0, m.end()) is not None, (d.name, text)
+    assert re.compile(d.needs).search(text, 0, m.end()) is not None, (d.name, text)

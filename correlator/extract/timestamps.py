@@ -37,6 +37,8 @@ class Parsed:
 # The formats are the dialect registry's (``dialects.STAMPS``): one alternation, each branch named
 # after its dialect, tried in order; the earliest match in the text wins.
 _ANY = re.compile(dialects.stamp_regex())
+#: what every match of ``_ANY`` holds (most lines of a traceback have no such thing)
+_NEEDS = re.compile(dialects.stamp_needs())
 _BY_BRANCH = {d.branch: d for d in dialects.STAMPS}
 
 #: how far into a message a stamp is looked for
@@ -117,6 +119,8 @@ class StampParser:
 
     def parse(self, text: str) -> Parsed | None:
         """The first stamp in the first ``SEARCH_CHARS`` characters of ``text``, or None."""
+        if _NEEDS.search(text, 0, SEARCH_CHARS) is None:
+            return None
         m = _ANY.search(text, 0, SEARCH_CHARS)
         if m is None:
             return None
