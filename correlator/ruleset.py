@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import pickle
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -539,37 +539,51 @@ class RuleSet:
             )
         return c
 
-    def confirm(self, index: int, text: str, context: Sequence[str],
+    def confirm(self, index: int, text: str, context: Sequence[str] | Callable[[], Sequence[str]],
                 budget: RuleBudget | None = None) -> tuple[dict[str, str] | None, bool]:
         """Captures if rule ``index`` matches ``text`` (with ``context`` for event scope), else None;
         and whether this call spent the rule's ``budget`` (then it is not to be tried again).
+        ``context`` may be a function giving it: it is called only when the line itself matched
+        and the rule has ``all``/``not`` patterns to try over it (most candidates are not confirmed,
+        and building an event's context costs more than confirming its line).
 
         The call is timed by the wall clock (cheap); only one that took longer than a linear pattern
         may need is timed again in CPU time (``time.thread_time``), so that a process the machine
         descheduled is not charged for it. Raises ``PatternTimeout`` when a pattern was abandoned."""
+        got: list[Sequence[str]] = []
+
+        def ctx() -> Sequence[str]:
+            if not got:
+                got.append(context() if callable(context) else context)
+            return got[0]
+
         if budget is None:
-            return self._confirm(index, text, context), False
+            return self._confirm(index, text, ctx), False
         import time
 
         t0 = time.perf_counter()
         try:
-            caps = self._confirm(index, text, context)
+            caps = self._confirm(index, text, ctx)
         except PatternTimeout as e:
             e.spent = budget.charge(index, time_limit(text), True)
             raise
         wall = time.perf_counter() - t0
-        limit = allowance(text) + (allowance("\n".join(context)) if context else 0.0)
+        limit = allowance(text)
         if wall <= limit:
             return caps, False
+        if got and got[0]:
+            limit += allowance("\n".join(got[0]))
+            if wall <= limit:
+                return caps, False
         c0 = time.thread_time()
         try:
-            self._confirm(index, text, context)
+            self._confirm(index, text, ctx)
         except PatternTimeout:
             pass
         cpu = time.thread_time() - c0
         return caps, cpu > limit and budget.charge(index, cpu - limit, False)
 
-    def _confirm(self, index: int, text: str, context: Sequence[str]) -> dict[str, str] | None:
+    def _confirm(self, index: int, text: str, context: Callable[[], Sequence[str]]) -> dict[str, str] | None:
         c = self.compiled(index)
         rid = c.rule.id
         hit = None
@@ -580,8 +594,10 @@ class RuleSet:
         if hit is None:
             return None
         caps = {k: v for k, v in hit.groupdict().items() if v is not None}
+        if not c.all and not c.not_:
+            return caps
         event = c.rule.match.scope is Scope.EVENT
-        window = "\n".join([*context, text]) if event else text
+        window = "\n".join([*context(), text]) if event else text
         for p in c.all:
             m = _search(p, window, rid)
             if m is None:

@@ -269,7 +269,9 @@ class _State:
         self.stamps = StampParser(opts.tz, ref, reference_is_bound=ref is not None)
         self.matches: list[Match] = []
         self.kept: dict[tuple[str, tuple], int] = defaultdict(int)
-        self.tail_keep: dict[tuple[str, tuple], list[Match]] = defaultdict(list)
+        #: the last KEEP_LAST matches of each (rule, writer): built ones, and ones of the current block
+        #: not built yet (``_Pending``, built when the block ends)
+        self.tail_keep: dict[tuple[str, tuple], list[Match | _Pending]] = defaultdict(list)
         self.dropped: dict[str, int] = defaultdict(int)
         self.identities: list[IdentityFact] = []
         self.diags: list[Diagnostic] = []
@@ -331,11 +333,27 @@ class _State:
         if n < KEEP_FIRST:
             self.matches.append(m)
             return
+        self._keep_last(k, m)
+
+    def counts_first(self, rule_id: str, key: tuple) -> bool:
+        """Whether the next match of ``rule_id`` by writer ``key`` is among its first KEEP_FIRST."""
+        return self.kept.get((rule_id, key), 0) < KEEP_FIRST
+
+    def add_pending(self, pm: _Pending) -> None:
+        """Count a match past its first KEEP_FIRST; it is built (``_build``) only if it is still
+        among the last KEEP_LAST when its block ends."""
+        k = (pm.rule.id, pm.key)
+        self.kept[k] += 1
+        self._keep_last(k, pm)
+
+    def _keep_last(self, k: tuple[str, tuple], m: Match | _Pending) -> None:
         last = self.tail_keep[k]
         last.append(m)
         if len(last) > KEEP_LAST:
-            last.pop(0)
-            self.dropped[m.rule_id] += 1
+            gone = last.pop(0)
+            if isinstance(gone, _Pending):
+                gone.alive = False
+            self.dropped[k[0]] += 1
 
 
 #: one shared copy of each (name, value) capture pair: a cascade of 100,000 ranks' watchdog lines
@@ -570,8 +588,10 @@ class _Scan:
 _ONE_WRITER_KEY = ("one-writer",)
 
 
-def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple) -> tuple[int | None, int | None, int | None]:
-    """(time, lo, hi) from the nearest stamped lines of the same writer before and after."""
+def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple,
+             last: dict[tuple, int] | None = None) -> tuple[int | None, int | None, int | None]:
+    """(time, lo, hi) from the nearest stamped lines of the same writer before and after;
+    ``last``: the writers' last stamps as they were at the line (else ``state.last_stamp``)."""
     data = buf.data
     base = buf.base_offset
     here = base + start
@@ -615,7 +635,7 @@ def _inherit(state: _State, buf: _Buffer, start: int, pbytes: bytes, key: tuple)
                 break
     state.scans[key] = _Scan(here, after, hi, lo, lo_at, lo_dist)
     if lo is None:
-        lo = state.last_stamp.get(key)
+        lo = (state.last_stamp if last is None else last).get(key)
     if lo is not None and hi is not None and hi < lo:
         hi = lo  # a clock that stepped back: do not invent a negative interval
     # An unstamped error line is most often the end of a traceback: printed as the exception
@@ -713,7 +733,8 @@ def _event_text(msg: str, frame: str, matches: Callable[[str], bool]) -> str:
     return msg[lo:at] + "\r" + frame
 
 
-def _still_matches(rs: RuleSet, index: int, text: str, *, context: list[str]) -> bool:
+def _still_matches(rs: RuleSet, index: int, text: str, *,
+                   context: Sequence[str] | Callable[[], Sequence[str]]) -> bool:
     try:
         return rs.confirm(index, text, context)[0] is not None
     except PatternTimeout:
@@ -797,15 +818,117 @@ def _fact(state: _State, buf: _Buffer, kind: int, start: int, prefix: Prefix, ms
                                                  state.src.path, FactSource.RENDEZVOUS))
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A confirmed match past the first KEEP_FIRST of its (rule, writer): what its line said, and
+    what of the state its time depends on at that point. Its time, rank and context are built only
+    if it is still among the last KEEP_LAST when its block ends (``_build``); the others are counted.
+    A line that may name its writer's host while that writer's host is not known yet is built at
+    once (its rank may make that host the writer's, for the matches after it)."""
+
+    rule: Rule
+    caps: dict[str, str]
+    frame: str
+    #: the text the match shows (the frame, or its event's text when a frame boundary cut a run)
+    shown: str
+    #: the prefix the rank is read from (an embedded one's, if the frame held one), and the line's own
+    prefix: Prefix
+    line_prefix: Prefix
+    start: int
+    line_no: int
+    stamp: Parsed | None
+    key: tuple
+    pbytes: bytes
+    primary: bool
+    #: ``_one_process_before`` at the line (it depends on how much of the probe was judged)
+    one_process: bool
+    #: the writers' last stamps that ``_inherit`` may fall back on, as they were at the line
+    last: dict[tuple, int]
+    #: the writer's host as known at the line
+    host: str | None
+    alive: bool = True
+
+    @property
+    def rule_id(self) -> str:
+        return self.rule.id
+
+
+def _line_time(state: _State, buf: _Buffer, start: int, prefix: Prefix, pbytes: bytes, key: tuple,
+               p: Parsed | None, one_process: bool, last: dict[tuple, int] | None = None
+               ) -> tuple[int | None, int | None, int | None, TimeKind]:
+    """A match's (time, lo, hi, kind): its own stamp ``p``, else inherited from its writer's lines."""
+    if p is not None:
+        return p.time_ns, p.time_ns, p.time_ns + p.resolution_ns, TimeKind.OWN
+    if pbytes and one_process:
+        # one process's file (its stderr tagged [rankN]:, its stdout plain): the nearest stamped
+        # line of either is its time, not a tagged line from half an hour before
+        t, lo, hi = _inherit(state, buf, start, b"", _ONE_WRITER_KEY, last)
+        return t, lo, hi, (TimeKind.INHERITED if t is not None else TimeKind.NONE)
+    t, lo, hi = _inherit(state, buf, start, pbytes, key, last)
+    if t is None and prefix.task is not None and (prefix.rank is not None or prefix.local_rank is not None):
+        # "3: [rank3]: Traceback ...": a process's tagged stderr under srun --label; its srun
+        # task's own lines ("3: 2026-... INFO ...") are the nearest clock it has
+        outer = pbytes[:pbytes.find(b": ") + 2] if b": " in pbytes else b""
+        if outer and outer != pbytes:
+            t, lo, hi = _inherit(state, buf, start, outer, (*key, "task-clock"), last)
+    return t, lo, hi, (TimeKind.INHERITED if t is not None else TimeKind.NONE)
+
+
+def _match_context(buf: _Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
+    """The lines around a failure that may become the root (the traceback above it)."""
+    before, after = _context(buf, start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
+    return tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
+
+
+def _match_who(state: _State, buf: _Buffer, start: int, prefix: Prefix, pbytes: bytes, key: tuple, rule: Rule,
+               caps: dict[str, str], frame: str) -> Who:
+    who = _who(state.src, prefix, caps, frame)
+    if who.rank is None and who.local_rank is None and rule.role is not Role.TEARDOWN:
+        who = _table_owner(buf, start, pbytes, who)
+    if who.host is None and key in state.hosts:
+        who = Who(who.rank, who.local_rank, who.task, state.hosts[key], who.pid)
+    elif who.host is not None and who.rank is not None:
+        state.hosts.setdefault(key, who.host)
+    return who
+
+
+def _may_name_host(prefix: Prefix, caps: dict[str, str], msg: str) -> bool:
+    """Whether ``_who`` may find a host for this line (in its captures, its prefix, an NCCL origin
+    or a syslog header)."""
+    return bool(caps.get("host") or prefix.host or " kernel: " in msg or nccl_origin(msg) is not None)
+
+
+def _build(state: _State, buf: _Buffer, pm: _Pending) -> Match:
+    """The match a pending one stands for, as ``_process_candidates`` would have built it at its line."""
+    t, lo, hi, kind = _line_time(state, buf, pm.start, pm.line_prefix, pm.pbytes, pm.key, pm.stamp,
+                                 pm.one_process, pm.last)
+    context = _match_context(buf, pm.start, pm.pbytes) if pm.primary else ()
+    who = _who(state.src, pm.prefix, pm.caps, pm.frame)
+    if who.rank is None and who.local_rank is None and pm.rule.role is not Role.TEARDOWN:
+        who = _table_owner(buf, pm.start, pm.pbytes, who)
+    if who.host is None and pm.host is not None:
+        who = Who(who.rank, who.local_rank, who.task, pm.host, who.pid)
+    return Match(rule_id=pm.rule.id, path=state.src.path, line=pm.line_no, offset=buf.base_offset + pm.start,
+                 text=clean(pm.shown), who=who, time_ns=t, lo_ns=lo, hi_ns=hi, time_kind=kind,
+                 captures=_captures(pm.caps), context=context, attempt=state.src.attempt,
+                 tz_assumed=bool(pm.stamp and pm.stamp.tz_assumed))
+
+
 def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
     """Confirm, time and record the candidate lines; returns (line number, offset) of the last one
-    (the buffer's start when there was none), so the caller counts only the lines after it."""
+    (the buffer's start when there was none), so the caller counts only the lines after it.
+
+    A candidate is confirmed before anything is built around it (an event rule's context only when
+    its line matched and it has patterns to try over the context). A confirmed match past the first
+    KEEP_FIRST of its rule and writer is only counted (``_Pending``) until the block ends; then the
+    ones still among the last KEEP_LAST get their time, rank and context."""
     engine = state.engine
     rs = engine.ruleset
     budget = engine.budget
     data = buf.data
     line_no = buf.base_line
     counted_to = buf.begin
+    pending: list[_Pending] = []
     for start in sorted(lines):
         if start < buf.begin:
             continue
@@ -831,25 +954,29 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
         found: list[tuple[Rule, dict[str, str], str]] = []
         cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
-        event_ctx: list[str] | None = None
-        after_ctx: list[str] | None = None
+        made: dict[str, list[str]] = {}  # the line's event context (200 lines before, 60 after), once built
+
+        def around(rule: Rule, start: int = start, pbytes: bytes = pbytes, made: dict = made) -> list[str]:
+            if "before" not in made:
+                made["before"] = _context(buf, start, pbytes, 200, 0)[0]
+            ctx = made["before"][-rule.match.context_lines:] if rule.match.context_lines else []
+            if rule.match.context_after:
+                if "after" not in made:
+                    made["after"] = _context(buf, start, pbytes, 0, 60)[1]
+                ctx = [*ctx, *made["after"][: rule.match.context_after]]
+            return ctx
+
         for ri in rule_idx:
             rule = rs.rules[ri]
             if budget.disabled(ri):
                 continue  # its budget for this run is spent
-            ctx: list[str] = []
+            ctx: list[str] | Callable[[], list[str]] = []
             if rule.match.scope is Scope.EVENT:
                 if rule.match.context_requires and not any(
                         data.rfind(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start) >= 0
                         for lit in rule.match.context_requires):
                     continue  # what its context must hold is not there
-                if event_ctx is None:
-                    event_ctx, _ = _context(buf, start, pbytes, 200, 0)
-                ctx = event_ctx[-rule.match.context_lines:] if rule.match.context_lines else []
-                if rule.match.context_after:
-                    if after_ctx is None:
-                        _, after_ctx = _context(buf, start, pbytes, 0, 60)
-                    ctx = [*ctx, *after_ctx[: rule.match.context_after]]
+                ctx = lambda rule=rule: around(rule)  # noqa: E731 - built only if the line matched
             for frame in frames:
                 inner = _EMBEDDED_PREFIX.search(frame)
                 if inner is not None and inner.start() > 0:
@@ -878,27 +1005,12 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
         lo: int | None
         hi: int | None
         if p is not None:
-            t, lo, hi, kind = p.time_ns, p.time_ns, p.time_ns + p.resolution_ns, TimeKind.OWN
             state.last_stamp[key] = p.time_ns
-        elif pbytes and _one_process_before(state, buf.base_offset + start):
-            # one process's file (its stderr tagged [rankN]:, its stdout plain): the nearest stamped
-            # line of either is its time, not a tagged line from half an hour before
-            t, lo, hi = _inherit(state, buf, start, b"", _ONE_WRITER_KEY)
-            kind = TimeKind.INHERITED if t is not None else TimeKind.NONE
-        else:
-            t, lo, hi = _inherit(state, buf, start, pbytes, key)
-            if t is None and prefix.task is not None and (prefix.rank is not None or prefix.local_rank is not None):
-                # "3: [rank3]: Traceback ...": a process's tagged stderr under srun --label; its srun
-                # task's own lines ("3: 2026-... INFO ...") are the nearest clock it has
-                outer = pbytes[:pbytes.find(b": ") + 2] if b": " in pbytes else b""
-                if outer and outer != pbytes:
-                    t, lo, hi = _inherit(state, buf, start, outer, (*key, "task-clock"))
-            kind = TimeKind.INHERITED if t is not None else TimeKind.NONE
-        context: tuple[str, ...] = ()
-        if any(r.role is Role.PRIMARY for r, _, _ in found):
-            # only a failure that may become the root shows its surroundings (the traceback above it)
-            before, after = _context(buf, start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
-            context = tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
+        primary = any(r.role is Role.PRIMARY for r, _, _ in found)
+        one_process = p is None and bool(pbytes) and _one_process_before(state, buf.base_offset + start)
+        line_prefix = prefix
+        timed: tuple[int | None, int | None, int | None, TimeKind] | None = None
+        context: tuple[str, ...] | None = None
         for rule, caps, frame in found:
             if rule.priority != top:
                 continue
@@ -908,20 +1020,30 @@ def _process_candidates(state: _State, buf: _Buffer, lines: dict[int, set[int]])
                 if (prefix.rank is None and prefix.local_rank is None) or (mpi and inner_prefix.rank is not None):
                     prefix = Prefix(prefix.task if inner_prefix.task is None else inner_prefix.task,
                                     inner_prefix.local_rank, inner_prefix.rank, prefix.length)
-            who = _who(state.src, prefix, caps, frame)
-            if who.rank is None and who.local_rank is None and rule.role is not Role.TEARDOWN:
-                who = _table_owner(buf, start, pbytes, who)
-            if who.host is None and key in state.hosts:
-                who = Who(who.rank, who.local_rank, who.task, state.hosts[key], who.pid)
-            elif who.host is not None and who.rank is not None:
-                state.hosts.setdefault(key, who.host)
+            if not state.counts_first(rule.id, key) and (key in state.hosts or not _may_name_host(prefix, caps, frame)):
+                last = {k: state.last_stamp[k] for k in (key, _ONE_WRITER_KEY, (*key, "task-clock"))
+                        if k in state.last_stamp} if p is None else {}
+                pm = _Pending(rule, caps, frame, cut_runs.get(rule.id, frame), prefix, line_prefix, start, line_no, p,
+                              key, pbytes, primary, one_process, last, state.hosts.get(key))
+                state.add_pending(pm)
+                pending.append(pm)
+                continue
+            if timed is None:
+                timed = _line_time(state, buf, start, line_prefix, pbytes, key, p, one_process)
+            if context is None:
+                context = _match_context(buf, start, pbytes) if primary else ()
+            t, lo, hi, kind = timed
+            who = _match_who(state, buf, start, prefix, pbytes, key, rule, caps, frame)
             state.add_match(Match(
                 rule_id=rule.id, path=state.src.path, line=line_no, offset=buf.base_offset + start,
                 text=clean(cut_runs.get(rule.id, frame)), who=who, time_ns=t, lo_ns=lo, hi_ns=hi, time_kind=kind,
                 captures=_captures(caps), context=context, attempt=state.src.attempt,
                 tz_assumed=bool(p and p.tz_assumed),
             ), key)
-
+    for pm in pending:  # (in line order) the pending matches still kept: built while their bytes are here
+        if pm.alive:
+            ring = state.tail_keep[(pm.rule.id, pm.key)]
+            ring[next(i for i, x in enumerate(ring) if x is pm)] = _build(state, buf, pm)
     return line_no, counted_to
 
 
