@@ -517,6 +517,32 @@ class RuleBudget:
         return self.timeouts[index], self.excess[index]
 
 
+#: what keeps a pattern out of a joined alternation: a back-reference (group numbers shift), and an
+#: inline flag anywhere but at its start (it would apply to the other patterns too)
+_NOT_JOINABLE = regex.compile(r"\\[1-9]|\(\?P=|\\g<|(?<!^)\(\?[aiLmsuxV0-9-]+\)")
+_LEADING_FLAGS = regex.compile(r"^\(\?([aiLmsux]+)\)")
+
+
+def _one_search(patterns: Sequence[str]) -> tuple[regex.Pattern[str], ...]:
+    """The ``not`` patterns of a rule as few searches as possible: whether any matches is what
+    counts, so the joinable ones are one alternation (one search of the text instead of fifteen);
+    a leading inline flag becomes a scoped one."""
+    joinable: list[str] = []
+    alone: list[regex.Pattern[str]] = []
+    for p in patterns:
+        if _NOT_JOINABLE.search(p):
+            alone.append(regex.compile(p))
+            continue
+        m = _LEADING_FLAGS.match(p)
+        joinable.append(f"(?{m.group(1)}:{p[m.end():]})" if m else f"(?:{p})")
+    if len(joinable) > 1:
+        try:
+            return (regex.compile("|".join(joinable)), *alone)
+        except regex.error:
+            pass
+    return (*(regex.compile(p) for p in patterns if not _NOT_JOINABLE.search(p)), *alone)
+
+
 class RuleSet:
     """Rules compiled once; confirms candidate lines. Matching is pure: no state changes."""
 
@@ -535,7 +561,7 @@ class RuleSet:
                 r,
                 tuple(regex.compile(p) for p in r.match.any),
                 tuple(regex.compile(p) for p in r.match.all),
-                tuple(regex.compile(p) for p in r.match.not_),
+                _one_search(r.match.not_),
             )
         return c
 

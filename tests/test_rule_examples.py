@@ -51,3 +51,28 @@ def test_library_size_and_completeness():
         assert r.root_cause and r.fix and r.confirm and r.references, r.id
         kinds = {e.expect for e in r.examples}
         assert kinds == {"match", "no-match"}, r.id
+
+
+NOT_RULES = [r for r in RULES if len(r.match.not_) > 1]
+
+
+@pytest.mark.parametrize("rule", NOT_RULES, ids=[r.id for r in NOT_RULES])
+def test_joined_not_patterns_decide_as_each_one_does(rule):
+    """A rule's ``not`` patterns are searched as one alternation (``ruleset._one_search``): on
+    every example line of every rule, and on each ``not`` pattern's own literal text, the joined
+    search finds something exactly where one of the patterns does."""
+    import regex
+
+    from correlator.ruleset import _one_search
+
+    each = [regex.compile(p) for p in rule.match.not_]
+    joined = _one_search(rule.match.not_)
+    assert len(joined) < len(each)
+    texts = [ln for r in RULES for ex in r.examples for ln in ex.log.splitlines()]
+    texts += [regex.sub(r"\\(.)|[()?:*+|^$]", r"\1", p) for p in rule.match.not_]
+    hits = 0
+    for text in texts:
+        want = any(p.search(text) for p in each)
+        hits += want
+        assert want == any(p.search(text) for p in joined), (rule.id, text)
+    assert hits  # (the texts reach both outcomes)

@@ -157,3 +157,49 @@ def test_report_stats_sum_the_digests_counts(tmp_path):
     assert stats.candidate_lines == 4 + (1 + 2 + 3 + 4)
     assert stats.confirmed_matches == 4
     assert stats.scan_reports >= stats.candidate_lines
+
+
+def test_a_line_start_anchor_finds_the_message_behind_every_prefix_dialect(rules):
+    """``^`` is kept for Hyperscan as "where a message may start" (``scan.MESSAGE_START``): every
+    example line an anchored rule pattern matches is still reported behind the prefix of every
+    launcher dialect, after ANSI colour codes and as a later ``\\r`` frame; and the same text in
+    the middle of a sentence is not reported."""
+    if not hyperscan_available():
+        return
+    import regex
+
+    from correlator.extract import dialects, prefixes
+    from correlator.extract.extractor import Engine
+
+    eng = Engine(rules, "hyperscan")
+    heads = {""}
+    for d in (*dialects.PREFIXES, *dialects.STANDALONE):
+        for ex in d.examples:
+            heads.add(ex[: prefixes.split_prefix(ex)[0].length])
+    heads |= {"\x1b[31m", "\x1b[1m\x1b[31m ", "tqdm 10%|#   |\r", "12: [default3]:\x1b[0m"}
+    anchored = 0
+    for i, (ri, p) in enumerate((ri, p) for ri, r in enumerate(rules) for p in r.match.any):
+        if "^" not in p.replace("[^", ""):
+            continue
+        rx = regex.compile(p)
+        for ex in rules[ri].examples:
+            for ln in ex.log.splitlines():
+                msg = prefixes.split_prefix(ln)[1]
+                if not rx.search(msg):
+                    continue
+                anchored += 1
+                for head in heads:
+                    seen = prefixes.split_prefix(prefixes.strip_ansi(head + msg))[1]
+                    if not any(rx.search(f) for f in seen.split("\r")):
+                        continue  # (what the rules see of this line does not match: nothing to find)
+                    data = (head + msg + "\n").encode()
+                    found = eng.scanner.scan(data, len(data))
+                    ids = {x for v in found.values() for x in v if eng.pattern_rule[x] == ri}
+                    assert ids, (rules[ri].id, p, head + msg)
+    assert anchored >= 10
+    # the generic exception rule's line-start class name, in the middle of a sentence
+    ri = next(i for i, r in enumerate(rules) if r.id == "python.uncaught-exception")
+    for text in ("    raise ValueError(f'corrupt sample {idx}')", "the loader raised ValueError and retried"):
+        data = (text + "\n").encode()
+        found = eng.scanner.scan(data, len(data))
+        assert not {x for v in found.values() for x in v if eng.pattern_rule[x] == ri}, text

@@ -39,13 +39,23 @@ class Pattern:
 
 def _hs_regex(pattern: str) -> bytes:
     # Patterns are written against the message after its prefixes; in the raw buffer a prefix
-    # stands before it, so anchors are dropped (which only widens a prefilter).
+    # stands before it, so ``^`` becomes "a line start or where a message may start", and ``$`` is
+    # dropped (which only widens a prefilter).
     return trim_tail(_drop_anchors(pattern)).encode("utf-8")
 
 
+#: where a message (what the rules match, ``^`` there) may start in the raw bytes: a line start
+#: (Hyperscan's multi-line ``^``), a ``\r`` frame's start, the end of a launcher prefix (every
+#: dialect's ends in ``:``, ``]`` or ``)``, then spaces: ``12: ``, ``[rank3]:``, ``[stderr] ``,
+#: ``(pid=5) ``, ``<stdout>:``), or the end of an ANSI code the text cleaning removes. Keeping this
+#: much of ``^`` keeps ``^ ?ValueError: ...`` from making every CamelCase ``...Error`` in the
+#: middle of a line a candidate.
+MESSAGE_START = r"(?:^|[\r:\])>] *|\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_]))"
+
+
 def _drop_anchors(p: str) -> str:
-    """``p`` without ``^`` and ``$`` outside character classes (``(?:^|\\d\\s+)Segmentation fault``
-    must find the line after a launcher prefix too)."""
+    """``p`` with ``^`` outside character classes made ``MESSAGE_START`` and without ``$``
+    (``(?:^|\\d\\s+)Segmentation fault`` must find the line after a launcher prefix too)."""
     out: list[str] = []
     i, n, in_class = 0, len(p), False
     while i < n:
@@ -63,7 +73,11 @@ def _drop_anchors(p: str) -> str:
                 out.append("[^")
                 i += 2
                 continue
-        elif c in "^$":
+        elif c == "$":
+            i += 1
+            continue
+        elif c == "^":
+            out.append(MESSAGE_START)
             i += 1
             continue
         out.append(c)
@@ -286,7 +300,8 @@ class HyperscanScanner:
             exprs = [_hs_regex(p.regex) for p in patterns]
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
             if db is not None and probes is not None:
-                db, rejected_ids = _without_missed(hyperscan, exprs, ids, flags, db, rejected_ids, probes())
+                db, rejected_ids = _without_missed(hyperscan, exprs, ids, flags, db, rejected_ids, probes(),
+                                                   {p.id: p.regex for p in patterns})
             _cache_store(sources, ids, key_flags, db, rejected_ids)
         rejected = [p for p in patterns if p.id in set(rejected_ids)]
         self.rejected = tuple(p.id for p in rejected)
@@ -448,17 +463,35 @@ def _cache_trim(d: str, keep: str) -> None:
 #: where in the buffer a match lies
 _PROBE_PREFIXES = ("", "0: [default0]:[rank0]:", "gpu-a01: [rank3]: ", "x" * 37 + " ", "[2026-03-02 14:00:00,123] ")
 #: part of the cache key of a database checked against its probes (change it when the check changes)
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 
 
-def _missed(hyperscan: ModuleType, db: Database, probes: dict[int, list[str]]) -> set[int]:
-    """Pattern ids that ``db`` does not report on lines their own regexes match (``probes``)."""
+def _sees(regex_src: str | None, line: str) -> bool:
+    """Whether a rule's regex matches what the rules see of ``line`` (its message after the
+    prefixes, ANSI codes removed, one ``\r`` frame): a probe behind a log header is expected only
+    of a pattern that is not anchored to the message's start."""
+    if regex_src is None or "^" not in regex_src.replace("[^", ""):
+        return True
+    import regex
+
+    from correlator.extract.prefixes import split_prefix, strip_ansi
+
+    rx = regex.compile(regex_src)
+    return any(rx.search(f) for f in split_prefix(strip_ansi(line))[1].split("\r"))
+
+
+def _missed(hyperscan: ModuleType, db: Database, probes: dict[int, list[str]],
+            sources: dict[int, str] | None = None) -> set[int]:
+    """Pattern ids that ``db`` does not report on lines their own regexes match (``probes``; with
+    ``sources``, the patterns' own regexes, only where the line's message still matches)."""
     want: dict[int, int] = {}  # line start -> pattern id expected there
     parts: list[bytes] = []
     pos = 0
     for pid, lines in probes.items():
         for ln in lines:
             for pre in _PROBE_PREFIXES:
+                if pre and sources is not None and not _sees(sources.get(pid), pre + ln):
+                    continue
                 b = (pre + ln).encode("utf-8", "replace")
                 want[pos] = pid
                 parts.append(b)
@@ -474,7 +507,7 @@ def _missed(hyperscan: ModuleType, db: Database, probes: dict[int, list[str]]) -
 
 
 def _without_missed(hyperscan: ModuleType, exprs: Sequence[bytes], ids: Sequence[int], flags: int, db: Database,
-                    rejected: tuple[int, ...], probes: dict[int, list[str]]
+                    rejected: tuple[int, ...], probes: dict[int, list[str]], sources: dict[int, str] | None = None
                     ) -> tuple[Database | None, tuple[int, ...]]:
     """``db`` rebuilt without the patterns it misses on their own example lines (a Hyperscan defect:
     two patterns of the same shape, ``\\[\\d+\\] <words>``, made it miss one of them behind a
@@ -482,7 +515,7 @@ def _without_missed(hyperscan: ModuleType, exprs: Sequence[bytes], ids: Sequence
     after each rebuild, as removing patterns changes the database."""
     gone = set(rejected)
     for _ in range(4):
-        missed = _missed(hyperscan, db, {p: ls for p, ls in probes.items() if p not in gone})
+        missed = _missed(hyperscan, db, {p: ls for p, ls in probes.items() if p not in gone}, sources)
         if not missed:
             break
         gone |= missed
