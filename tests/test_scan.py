@@ -178,7 +178,7 @@ def test_a_line_start_anchor_finds_the_message_behind_every_prefix_dialect(rules
             heads.add(ex[: prefixes.split_prefix(ex)[0].length])
     heads |= {"\x1b[31m", "\x1b[1m\x1b[31m ", "tqdm 10%|#   |\r", "12: [default3]:\x1b[0m"}
     anchored = 0
-    for i, (ri, p) in enumerate((ri, p) for ri, r in enumerate(rules) for p in r.match.any):
+    for ri, p in ((ri, p) for ri, r in enumerate(rules) for p in r.match.any):
         if "^" not in p.replace("[^", ""):
             continue
         rx = regex.compile(p)

@@ -1652,7 +1652,9 @@ class Extractor:
                                        w.last_step, w.last_step_ns, src.attempt, w.last_step_offset))
         matches = list(state.matches)
         for kept in state.tail_keep.values():
-            matches.extend(kept)
+            for m in kept:
+                assert isinstance(m, Match)  # (a pending match is built, or dropped, when its block ends)
+                matches.append(m)
         for rule_id, n in sorted(state.dropped.items()):
             state.diags.append(Diagnostic("info", src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
                                           DiagCode.MATCHES_NOT_KEPT, n))
