@@ -212,17 +212,24 @@ _WINDOW_LINES = [
     "[node1:4]:{py} step {n}",
     "2025-12-31T23:59:59.000Z: [1,4]<stdout>:step {n}",  # a run across New Year: glog years follow both ways alike
     "[ip-10-0-1-5:3]:[rank11]:{py} iteration {n}",
+    # ANSI codes (loguru, rich): read in place by the fast path unless they hide a prefix or a stamp
+    "\x1b[32m{py}\x1b[0m | \x1b[1mINFO    \x1b[0m | \x1b[36mtrain\x1b[0m:\x1b[36mstep\x1b[0m:\x1b[36m42\x1b[0m - step {n}",
+    "{py} \x1b[33mWARNING\x1b[0m plain step {n}",
+    "\x1b[31m\x1b[0m",
+    "\x1b[1m[rank1]:\x1b[0m{py} iteration {n}",
+    "\x1b[0m3: [default1]:{py} - x - step={n}",
+    "2026-03-02 14\x1b[0m:00:01 a stamp split by a code, step {n}",
 ]
 
 
-def _window_text(rnd: random.Random, n: int) -> bytes:
+def _window_text(rnd: random.Random, n: int, pool: list[str] = _WINDOW_LINES) -> bytes:
     from datetime import timedelta
 
     out, step = [], rnd.randint(0, 5)
     for _ in range(n):
         step = max(0, step + rnd.choice([0, 0, 1, -1, 2]))
         t = T0 + timedelta(seconds=rnd.randint(0, 59), milliseconds=rnd.randint(0, 999))
-        out.append(rnd.choice(_WINDOW_LINES).format(py=py(t), glogI=glog(t, "I"), glogE=glog(t, "E"), n=step))
+        out.append(rnd.choice(pool).format(py=py(t), glogI=glog(t, "I"), glogE=glog(t, "E"), n=step))
     return ("\n".join(out) + ("\n" if rnd.random() < 0.8 else "")).encode()
 
 
@@ -252,6 +259,28 @@ def test_window_facts_fast_path_equals_line_by_line(rules, rnd, a, b):
         assert _window_run(fast, head, head + tail, 0) == _window_run(slow, head, head + tail, 0)  # under 2 MiB
     finally:
         ex.ANCHORS_PER_WINDOW = saved
+
+
+_HIDING = ("\x1b[1m[rank1]:", "\x1b[0m3: ", "14\x1b[0m:00")
+_ONE_WRITER_ANSI = [x for x in _WINDOW_LINES if not any(h in x for h in _HIDING) and not x.startswith(("[", "3:", "w", "1", "g", "(", "b", "2026-03-02T", "2025"))]
+
+
+@needs_hs
+@settings(max_examples=150, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(1, 120), st.integers(1, 120))
+def test_window_facts_fast_path_reads_ansi_coloured_lines_as_line_by_line(rules, rnd, a, b):
+    """A one-writer window whose lines carry ANSI codes (loguru, rich) that hide no prefix or stamp
+    is read by the fast path, with the same facts as the line-by-line loop."""
+    head, tail = _window_text(rnd, a, _ONE_WRITER_ANSI), _window_text(rnd, b, _ONE_WRITER_ANSI)
+    head += b"\n" if not head.endswith(b"\n") else b""
+    fast, slow = Engine(rules, "hyperscan"), Engine(rules, "regex")
+    state = ex._State(SourceInfo(path="x.log", kind="memory"), fast, ExtractOptions(tz=UTC))
+    if b"\x1b" in tail:
+        assert ex._window_facts_fast(state, tail, 0, {}, {}, head=False)  # (not the loop)
+    assert _window_run(fast, head, tail) == _window_run(slow, head, tail)
+    hidden = tail + (b"" if tail.endswith(b"\n") else b"\n") + b"\x1b[0m3: [default1]:agent step 9\n"
+    assert not ex._window_facts_fast(state, hidden, 0, {}, {}, head=False)
+    assert _window_run(fast, head, hidden) == _window_run(slow, head, hidden)
 
 
 # --- the cut found without joining ----------------------------------------------------------------

@@ -21,6 +21,7 @@ from functools import partial
 from types import ModuleType
 from typing import BinaryIO, Literal
 
+from correlator.extract.dialects import stamp_hints
 from correlator.extract.prefixes import (
     NO_PREFIX,
     Prefix,
@@ -1133,7 +1134,8 @@ def _add_anchors(anchors: dict[tuple, Anchor], new: list[tuple[tuple, Anchor]], 
 # launcher prefix (one writer: the usual one-file-per-rank case) the same facts follow from far
 # fewer lines: the first stamped line, the last non-blank and the last stamped line, and the
 # lines holding a progress marker, found by Hyperscan; only those are decoded and parsed, with
-# the same functions. Windows with prefixes, ANSI codes or without Hyperscan take the loop above.
+# the same functions. Windows with prefixes, ANSI codes that hide a prefix or a stamp from the byte
+# hints (``_ansi_hides_nothing``), or without Hyperscan take the loop above.
 
 #: a line start that may hold a launcher prefix: a superset of what ``split_prefix`` recognises
 #: (Unicode spaces and digits included), so that only prefix-free windows take the fast path
@@ -1143,11 +1145,37 @@ _BLANK_LINE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n|\Z)")
 _FAST_PROBE_LINES = 32
 
 
+#: ``prefixes._ANSI`` over bytes (its classes are ASCII: the same codes as in the decoded text)
+_ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_STAMP_HINTS_B = tuple(re.compile(h, re.M if multi else 0) for h, multi in stamp_hints())
+
+
+def _ansi_hides_nothing(data: bytes) -> bool:
+    """Whether the fast window path may read ``data`` with its ANSI codes in place: on no line do
+    the codes hide a launcher prefix or a stamp from the byte hints (the lines the hints find are
+    parsed with the codes removed, as the line-by-line loop parses every line; progress markers
+    are found in the raw bytes by both paths)."""
+    n = len(data)
+    i = data.find(b"\x1b")
+    while i >= 0:
+        s = data.rfind(b"\n", 0, i) + 1
+        e = data.find(b"\n", i)
+        e = n if e < 0 else e
+        raw = data[s:e]
+        bare = _ANSI_B.sub(b"", raw)
+        if _MAYBE_PREFIX.match(b"\n" + bare) and not _MAYBE_PREFIX.match(b"\n" + raw):
+            return False
+        if any(h.search(bare) for h in _STAMP_HINTS_B) and not any(h.search(raw) for h in _STAMP_HINTS_B):
+            return False
+        i = data.find(b"\x1b", e)
+    return True
+
+
 def _window_facts_fast(state: _State, data: bytes, base_offset: int, writers: dict[tuple, _Writer],
                        anchors: dict[tuple, Anchor], head: bool) -> bool:
     """``_window_facts`` for a window whose lines mostly carry no launcher prefix; False if the
     window is not like that (the caller then runs the line-by-line loop)."""
-    if getattr(state.scanner, "name", "") != "hyperscan" or not data or b"\x1b" in data:
+    if getattr(state.scanner, "name", "") != "hyperscan" or not data or (b"\x1b" in data and not _ansi_hides_nothing(data)):
         return False
     from correlator.extract.scan import window_finder
 
