@@ -343,6 +343,7 @@ class _State:
     def add_pending(self, pm: _Pending) -> None:
         """Count a match past its first KEEP_FIRST; it is built (``_build``) only if it is still
         among the last KEEP_LAST when its block ends."""
+        self.confirmed += 1
         k = (pm.rule.id, pm.key)
         self.kept[k] += 1
         self._keep_last(k, pm)
