@@ -119,8 +119,9 @@ def _watchdog(rank: int) -> str:
 
 
 NOISE = "2026-03-02 14:00:01,000 - train - INFO - step=5 loss=2.1\n" * 50
-#: has the keywords of a network rule and of the uncaught-exception rule, and is neither
-BENIGN = ("2026-03-02 14:00:01,000 - data - WARNING - retrying shard 00001 after ConnectionResetError: "
+#: has the keywords of a network rule and of the uncaught-exception rule (where a message may start,
+#: after a colon: both scanners report it), and is neither
+BENIGN = ("2026-03-02 14:00:01,000 - data - WARNING - retrying shard 00001: ConnectionResetError: "
           "[Errno 104] Connection reset by peer (attempt 1/5)\n")
 
 
