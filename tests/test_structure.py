@@ -142,7 +142,32 @@ def test_the_wheel_ships_the_analyzer_only(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "correlator/pipeline.py" in names
-    outside = [n for n in names if not n.startswith(("correlator/", "correlate-"))]
+    outside = [n for n in names if not n.startswith(("correlator/", "correlate_ranks-"))]
     assert not outside, outside
     assert not [n for n in names if "synth" in n], "the generator is in the wheel"
+
+
+def test_the_distribution_name_is_ours_and_the_command_stays(tmp_path: Path) -> None:
+    """"correlate" and "correlator" on the package index are unrelated projects (``pip install -U
+    correlate`` would replace this tool): the distribution is ``correlate-ranks``; the wheel's metadata
+    says so, and it still installs the ``correlate`` command and the ``correlator`` import package."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "correlate-ranks"
+    assert project["scripts"] == {"correlate": "correlator.cli:main"}
+    build = "import sys; from setuptools import build_meta; print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))"
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "correlator", src / "correlator", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "meta").mkdir()
+    done = subprocess.run([sys.executable, "-c", build, str(tmp_path / "meta")], cwd=src, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    info = tmp_path / "meta" / done.stdout.strip().splitlines()[-1]
+    meta = (info / "METADATA").read_text()
+    assert "\nName: correlate-ranks\n" in meta
+    assert "correlate = correlator.cli:main" in (info / "entry_points.txt").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install correlate-ranks" in readme
 

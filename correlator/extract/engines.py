@@ -578,7 +578,7 @@ def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | N
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as e:
-        raise RuntimeError("--engine dask needs the optional extra: pip install 'correlate[dask]'") from e
+        raise RuntimeError("--engine dask needs the optional extra: pip install 'correlate-ranks[dask]'") from e
 
     remote = [s for s in sources if s.kind != "stdin"]  # stdin is only readable here
     cluster = None
