@@ -11,10 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from correlator.correlate import accounting
 from correlator.correlate.stage import correlate
 from correlator.errors import InputError, UsageError
 from correlator.extract import Engine, ExtractOptions
-from correlator.extract.timestamps import resolve_tz
+from correlator.extract.timestamps import resolve_tz, zone_name
 from correlator.model import Report, Rule
 
 __all__ = ["Options", "analyze", "correlate", "load_engine_rules"]
@@ -73,8 +74,14 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
     else:
         engine = Engine(rule_list, opts.scanner)
         digests = engines.run_local(srcs, spec, engine, opts.workers, progress, engine_is_spec=rules is None)
+    if accounting.nothing_read(digests):  # not a healthy job: a job of which nothing was read
+        unread = accounting.unread_sources(diags, digests)
+        said = [f"{u.path}: {u.why}" for u in unread] or [f"{d.source.path}: empty" for d in digests]
+        more = f"; and {len(said) - 5} more" if len(said) > 5 else ""
+        raise InputError(f"no log could be read ({'; '.join(said[:5])}{more})",
+                         hint="pass the job's text logs (compressed ones are read too), or - for stdin")
     report = correlate(digests, rule_list, diags, started=started, job_id=opts.job_id,
-                       engine_name=opts.engine, scanner=engine.scanner.name if engine else "")
+                       engine_name=opts.engine, scanner=engine.scanner.name if engine else "", zone=zone_name(tz))
     return redact_report(report) if opts.redact else report
 
 

@@ -110,3 +110,71 @@ def test_year_from_a_modification_time_is_never_in_the_future():
     # a stamp from inside the file is a reference both ways (a log that crossed New Year)
     parser.observe(parser.parse("2026-12-31T23:00:00Z x"))
     assert parser.parse("I0101 00:00:01.000000 1 x.cpp:1] x").time_ns == ns(2027, 1, 1, 0, 0, 1)
+
+
+# --- the default zone: the machine's IANA zone with its rules, not today's offset (issue 15 item 3) ---
+
+@pytest.mark.parametrize(("env", "key"), [
+    ("Europe/Berlin", "Europe/Berlin"), (":America/New_York", "America/New_York"),
+    ("/usr/share/zoneinfo/Australia/Sydney", "Australia/Sydney"),
+])
+def test_local_zone_is_the_iana_zone_of_tz(monkeypatch, env, key):
+    from zoneinfo import ZoneInfo
+
+    from correlator.extract.timestamps import local_zone, zone_name
+
+    monkeypatch.setenv("TZ", env)
+    zone = resolve_tz(None)
+    assert isinstance(zone, ZoneInfo) and zone.key == key and zone_name(zone) == key == zone_name(local_zone())
+
+
+@pytest.mark.parametrize("env", ["", "UTC", ":UTC"])
+def test_local_zone_utc_spellings(monkeypatch, env):
+    from correlator.extract.timestamps import zone_name
+
+    monkeypatch.setenv("TZ", env)
+    assert resolve_tz(None) is UTC and zone_name(resolve_tz(None)) == "UTC"
+
+
+def test_a_posix_tz_rule_keeps_its_daylight_saving(monkeypatch):
+    """A TZ that is a POSIX rule, not a name: the C library's local time, each season its offset."""
+    import time
+
+    monkeypatch.setenv("TZ", "CET-1CEST,M3.5.0,M10.5.0/3")
+    time.tzset()
+    try:
+        zone = resolve_tz(None)
+        assert StampParser(zone).parse("2026-01-15 12:00:00,000 x").time_ns == ns(2026, 1, 15, 11, 0, 0)
+        assert StampParser(zone).parse("2026-07-15 12:00:00,000 x").time_ns == ns(2026, 7, 15, 10, 0, 0)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_default_zone_converts_winter_and_summer_stamps_and_every_report_names_it(tmp_path):
+    """Under TZ=Europe/Berlin, a January stamp is UTC+1 and a July one UTC+2 (the fixed offset of
+    the day of the analysis once made one of them an hour off), without --tz; every format names the
+    zone it read them in."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    err = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    for month, utc_hour in (("01", "11"), ("07", "10")):
+        log = tmp_path / f"rank-3-{month}.log"
+        log.write_text(f"2026-{month}-15 12:00:00,000 [rank3]: {err}\n")
+        env = {**os.environ, "TZ": "Europe/Berlin", "CORRELATE_EARLY_POOL": "0"}
+        out = {}
+        for fmt in ("json", "terminal", "markdown", "html"):
+            r = subprocess.run([sys.executable, "-m", "correlator", str(log), "-f", fmt], capture_output=True,
+                               env=env, timeout=120)
+            assert r.returncode == 0, r.stderr.decode()
+            out[fmt] = r.stdout.decode()
+        doc = json.loads(out["json"])
+        assert doc["root_cause"]["time"] == f"2026-{month}-15T{utc_hour}:00:00.000Z"
+        assert doc["job"]["time_zone"] == "Europe/Berlin" and doc["job"]["time_zone_used"] is True
+        zone_lines = [line for line in out["terminal"].splitlines() if line.startswith("zone")]
+        assert len(zone_lines) == 1 and "Europe/Berlin" in zone_lines[0]
+        assert "| time zone | stamps without a zone read in Europe/Berlin" in out["markdown"]
+        assert "stamps without a zone read in Europe/Berlin" in out["html"]

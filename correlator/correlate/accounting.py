@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from correlator.model import DiagCode, Diagnostic, Digest
+from correlator.model import DiagCode, Diagnostic, Digest, UnreadSource
 
 #: codes that say something was passed over or altered while reading
 SKIP_CODES = frozenset({
@@ -61,6 +61,40 @@ def skip_accounting(discovered: Sequence[Diagnostic], digests: Sequence[Digest])
 def sources_not_read(discovered: Sequence[Diagnostic]) -> int:
     """How many of the sources discovery found could not be read at all."""
     return len({d.path for d in discovered if d.code in NOT_READ})
+
+
+#: codes of a named input that was not there or could not be opened (a source of the job not read)
+NAMED_NOT_READ = frozenset({DiagCode.MISSING, DiagCode.UNREADABLE})
+#: codes of a source none of whose lines could be read
+NOTHING_READ = frozenset({DiagCode.BINARY, DiagCode.UNREADABLE, DiagCode.INTERNAL_ERROR, DiagCode.OUT_OF_MEMORY})
+#: codes of a read that failed: the source is unread when nothing came before the failure
+READ_FAILED = frozenset({DiagCode.READ_ERROR, DiagCode.TRUNCATED})
+
+
+def unread_sources(discovered: Sequence[Diagnostic], digests: Sequence[Digest]) -> tuple[UnreadSource, ...]:
+    """The job's sources of which not one line could be read: named inputs that were missing or
+    unreadable, and sources that were binary, could not be opened, or failed before their first
+    line. Inputs passed over on purpose (not a log, a FIFO in a folder) and empty files are not
+    among them: there was nothing of the job in them to read."""
+    out: list[UnreadSource] = []
+    seen: set[str] = set()
+    for d in discovered:
+        if d.code in NAMED_NOT_READ and d.path is not None and d.path not in seen:
+            seen.add(d.path)
+            out.append(UnreadSource(d.path, d.message))
+    for dg in digests:
+        for d in dg.diagnostics:
+            if d.code in NOTHING_READ or (d.code in READ_FAILED and dg.lines == 0):
+                if dg.source.path not in seen:
+                    seen.add(dg.source.path)
+                    out.append(UnreadSource(dg.source.path, d.message))
+                break
+    return tuple(out)
+
+
+def nothing_read(digests: Sequence[Digest]) -> bool:
+    """Whether not one line of any source was read (all binary, empty, unreadable or failed)."""
+    return all(dg.lines == 0 and not dg.matches for dg in digests)
 
 
 def dedupe(diags: Sequence[Diagnostic]) -> list[Diagnostic]:

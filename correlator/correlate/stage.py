@@ -38,8 +38,9 @@ from correlator.model.vocabulary import Capture, Tag
 
 def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Sequence[Diagnostic] = (), *,
               started: float | None = None, job_id: str | None = None, engine_name: str = "local",
-              scanner: str = "") -> Report:
-    """Name the root cause of the job whose sources these digests are."""
+              scanner: str = "", zone: str = "UTC") -> Report:
+    """Name the root cause of the job whose sources these digests are (``zone``: the name of the
+    zone stamps without one were read in)."""
     started = started if started is not None else time.perf_counter()
     rules = {r.id: r for r in rule_list}
     matches, streams, imap = identity.resolve_digests(digests, {r.id for r in rule_list if Tag.LAUNCHER in r.tags})
@@ -90,7 +91,8 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         id=the_id, ranks=len(known), hosts=tuple(hosts), start=iso(min(times)) if times else None,
         end=iso(max(times)) if times else None, procs_per_node=imap.procs_per_node, attempts=tuple(split.numbers),
         launcher_root_cause_tables=tuple(LauncherTableRow(f.who.host, f.who.rank, f.who.local_rank, f.exitcode,
-                                                          iso(f.time_ns)) for f in tables))
+                                                          iso(f.time_ns)) for f in tables),
+        time_zone=zone, time_zone_used=any(x.code is DiagCode.ZONE_ASSUMED for d in digests for x in d.diagnostics))
     if tables:
         note = _tables_disagree(tables, out.root.rank if out.root is not None else None)
         if note and out.root is not None:
@@ -98,6 +100,8 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
             out.root = replace(out.root, why=(*out.root.why, note))
     attempt_rows = [AttemptVerdict(a, o.verdict, o.root.rank, o.root.rule, o.root.time) if o.root is not None
                     else AttemptVerdict(a, o.verdict) for a, o in per_attempt]
+    unread = accounting.unread_sources(diags, digests)
+    read_paths = {d.source.path for d in digests}
     stats = Stats(
         sources=len(digests), bytes=sum(d.bytes_read for d in digests), lines=sum(d.lines for d in digests),
         seconds=round(time.perf_counter() - started, 3), bytes_skipped=sum(d.bytes_skipped for d in digests),
@@ -107,7 +111,8 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         sources_skipped=accounting.sources_not_read(diags),
         skipped=accounting.skip_accounting(diags, digests),
         scan_reports=sum(d.scan_reports for d in digests), candidate_lines=sum(d.candidate_lines for d in digests),
-        confirmed_matches=sum(d.confirmed_matches for d in digests), rules_version=rules_version(rule_list))
+        confirmed_matches=sum(d.confirmed_matches for d in digests), rules_version=rules_version(rule_list),
+        unread=unread, sources_total=len(digests) + sum(1 for u in unread if u.path not in read_paths))
     return Report(
         verdict=out.verdict, root_cause=out.root, collateral=tuple(items), groups=tuple(groups),
         timeline=tuple(tl), ranks=tuple(rows), clocks=tuple(attribution.clock_rows(est)),

@@ -33,7 +33,7 @@ from correlator.extract.prefixes import (
     strip_ansi,
 )
 from correlator.extract.scan import MAYBE_PREFIX, Pattern, Scanner, make_scanner
-from correlator.extract.timestamps import NS, Parsed, StampParser
+from correlator.extract.timestamps import NS, Parsed, StampParser, zone_name
 from correlator.model import (
     Anchor,
     DiagCode,
@@ -1694,8 +1694,9 @@ class Extractor:
                                           state.lines_capped))
         matches.sort(key=lambda m: m.offset)
         if state.tz_assumed:
-            state.diags.append(Diagnostic("info", src.path, "timestamps without a zone: read as local time of the analysis zone (--tz)",
-                                          DiagCode.TIME_ASSUMED))
+            state.diags.append(Diagnostic("info", src.path, f"timestamps without a zone: read as local time in "
+                                          f"{zone_name(self.opts.tz)} (--tz to choose another zone)",
+                                          DiagCode.ZONE_ASSUMED))
         if state.year_inferred:
             state.diags.append(Diagnostic("info", src.path, "timestamps without a year (glog/syslog): year inferred from the file's other stamps or its modification time",
                                           DiagCode.TIME_ASSUMED))

@@ -341,10 +341,58 @@ def _sniff(head: bytes) -> str:
     return "file"
 
 
+class _Rejoined(io.RawIOBase):
+    """A stream's first bytes (read to sniff its kind) put back in front of the rest of it."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head, self.rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.head:
+            n = min(len(b), len(self.head))
+            b[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        data = self.rest.read1(len(b)) if hasattr(self.rest, "read1") else self.rest.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def _stdin() -> tuple[BinaryIO, str]:
+    """Standard input, decompressed when its first bytes are a compressed stream's magic (``gzip -c
+    job.out | correlate -``), as a compressed file would be."""
+    stream: BinaryIO = sys.stdin.buffer
+    head = b""
+    while len(head) < 6:  # a pipe may hand over its first bytes in pieces
+        piece = stream.read(6 - len(head))
+        if not piece:
+            break
+        head += piece
+    raw = io.BufferedReader(_Rejoined(head, stream))
+    kind = _sniff(head)
+    if kind == "file":
+        return raw, "stdin"  # type: ignore[return-value]
+    return _decompress(raw, kind), kind
+
+
+def _decompress(raw: BinaryIO, kind: str) -> BinaryIO:
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    if kind == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
+    return lzma.LZMAFile(raw, "rb")  # type: ignore[return-value]
+
+
 def open_source(src: SourceInfo) -> tuple[BinaryIO, str]:
     """A binary stream of the source's (decompressed) bytes, and the kind detected from its magic."""
     if src.kind == "stdin":
-        return sys.stdin.buffer, "stdin"
+        return _stdin()
     raw = open(src.path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
     kind = _sniff(head)
@@ -357,17 +405,9 @@ def open_source(src: SourceInfo) -> tuple[BinaryIO, str]:
         # (typeshed types the raw file and the decompressors as io classes, not typing.BinaryIO; all
         # are binary streams, and the reader only reads and closes them)
         return plain, kind  # type: ignore[return-value]
-    if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb"), kind  # type: ignore[return-value]
-    if kind == "zstd":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True), kind
-    if kind == "bz2":
-        return bz2.BZ2File(raw, "rb"), kind  # type: ignore[return-value]
-    if kind == "xz":
-        return lzma.LZMAFile(raw, "rb"), kind  # type: ignore[return-value]
-    return raw, kind
+    if kind == "file":
+        return raw, kind
+    return _decompress(raw, kind), kind  # type: ignore[arg-type]
 
 
 def read_chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
@@ -400,5 +440,3 @@ def text_probe(stream_head: bytes) -> bool:
     text = sample.decode("utf-8", "replace")  # random bytes are mostly invalid UTF-8
     return text.count("\ufffd") / len(text) < 0.2
 
-
-_ = io  # io is re-exported for type users of BinaryIO wrappers

@@ -8,7 +8,9 @@ one second, which the correlator treats as uncertainty).
 
 from __future__ import annotations
 
+import os
 import re
+import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
@@ -46,13 +48,98 @@ SEARCH_CHARS = 200
 
 
 def resolve_tz(name: str | None) -> tzinfo:
-    """The analysis zone: an IANA name, ``UTC``, or None for the machine's local zone."""
+    """The analysis zone: an IANA name, ``UTC``, or None (``local``) for the machine's zone (``local_zone``)."""
     if name is None or name == "local":
-        local = datetime.now().astimezone().tzinfo
-        return local if local is not None else UTC
+        return local_zone()
     if name.upper() in ("UTC", "Z", "GMT"):
         return UTC
     return ZoneInfo(name)
+
+
+class SystemLocal(tzinfo):
+    """The C library's local time (``TZ`` as a POSIX rule such as ``CET-1CEST,M3.5.0,M10.5.0/3``, or
+    an ``/etc/localtime`` that names no zone): each instant gets the offset in force then, daylight
+    saving included, as ``time.localtime`` computes it. Only when no IANA name can be found."""
+
+    def utcoffset(self, dt: datetime | None) -> timedelta:
+        if dt is None:
+            return timedelta(0)
+        import time
+
+        # mktime reads the wall time as local (isdst -1: the library decides), localtime gives its offset
+        t = time.mktime((dt.year, dt.month, dt.day, dt.hour, dt.minute, dt.second, 0, 0, -1))
+        return timedelta(seconds=time.localtime(t).tm_gmtoff)
+
+    def dst(self, dt: datetime | None) -> timedelta | None:
+        return None
+
+    def tzname(self, dt: datetime | None) -> str:
+        return "local"
+
+    def fromutc(self, dt: datetime) -> datetime:
+        import calendar
+        import time
+
+        t = calendar.timegm(dt.replace(tzinfo=None).timetuple())
+        return dt + timedelta(seconds=time.localtime(t).tm_gmtoff)
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return (SystemLocal, ())
+
+
+def _zone_key(path: str) -> str | None:
+    """``Europe/Berlin`` from a path into a zone database (``/usr/share/zoneinfo/Europe/Berlin``)."""
+    real = os.path.realpath(path)
+    for base in (*zoneinfo.TZPATH, "/usr/share/zoneinfo"):
+        base = os.path.realpath(base)
+        if real.startswith(base + os.sep):
+            return real[len(base) + 1:].removeprefix("posix/").removeprefix("right/")
+    marker = "/zoneinfo/"
+    return real.split(marker, 1)[1] if marker in real else None
+
+
+def _zone(key: str | None) -> ZoneInfo | None:
+    if not key:
+        return None
+    try:
+        return ZoneInfo(key)
+    except (ValueError, OSError, zoneinfo.ZoneInfoNotFoundError):  # not a name the database has
+        return None
+
+
+def local_zone() -> tzinfo:
+    """This machine's zone with its rules (daylight saving included), not today's offset: the IANA
+    zone of ``TZ`` (a name, ``:Name``, or a path into the zone database; empty is UTC, as for the C
+    library), else the one ``/etc/localtime`` links to, else the name in ``/etc/timezone``, else the
+    C library's local time (``SystemLocal``: a POSIX ``TZ`` rule or a copied ``/etc/localtime``)."""
+    env = os.environ.get("TZ")
+    if env is not None:
+        name = env.removeprefix(":")
+        if not name or name.upper() in ("UTC", "UTC0", "GMT", "GMT0", "Z"):
+            return UTC
+        found = _zone(_zone_key(name)) if name.startswith("/") else _zone(name)
+        return found if found is not None else SystemLocal()
+    found = _zone(_zone_key("/etc/localtime")) if os.path.islink("/etc/localtime") else None
+    if found is None:
+        try:
+            with open("/etc/timezone", encoding="utf-8") as f:
+                found = _zone(f.read().strip())
+        except (OSError, UnicodeDecodeError):
+            found = None
+    if found is None:
+        return SystemLocal() if os.path.exists("/etc/localtime") else UTC
+    return UTC if found.key in ("UTC", "Etc/UTC", "Etc/UCT", "UCT", "Universal", "Zulu", "Etc/Zulu") else found
+
+
+def zone_name(tz: tzinfo | None) -> str:
+    """The name a report gives the analysis zone: the IANA key, ``UTC``, or the offset of a fixed one."""
+    if tz is None or tz is UTC:
+        return "UTC"
+    if isinstance(tz, ZoneInfo):
+        return tz.key or "UTC"
+    if isinstance(tz, SystemLocal):
+        return "local time of this machine (TZ " + (repr(os.environ["TZ"]) if "TZ" in os.environ else "from /etc/localtime") + ")"
+    return tz.tzname(None) or "UTC"
 
 
 class StampParser:

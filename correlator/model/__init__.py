@@ -44,6 +44,7 @@ from correlator.model.report import (
     SurvivedNote,
     TimelineEvent,
     TornDownNote,
+    UnreadSource,
     Verdict,
     field_names,
     iso,
@@ -72,6 +73,6 @@ __all__ = [
     "NS", "Anchor", "AttemptVerdict", "DiagCode", "FactSource", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
     "Example", "ExitCode", "Group", "IdentityFact", "JobFacts", "Label", "LauncherTableRow", "Match", "MatchSpec", "Phase", "RankRow", "RankState",
     "Related", "Report", "Restart", "Role", "RootCause", "Rule", "Scope", "Severity", "SourceInfo", "Stats",
-    "StreamFacts", "SURVIVED_NOTE_END", "SurvivedNote", "TornDownNote", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "Verdict", "VersionNote",
+    "StreamFacts", "SURVIVED_NOTE_END", "SurvivedNote", "TornDownNote", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "UnreadSource", "Verdict", "VersionNote",
     "When", "Who", "compress_ranks", "expand_ranks", "field_names", "iso", "omitted_when_empty", "rules_version",
 ]

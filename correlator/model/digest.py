@@ -165,8 +165,10 @@ class DiagCode(StrEnum):
     RULE_TIMEOUT = "rule-timeout"
     #: ``count`` more matches of one rule were not kept
     MATCHES_NOT_KEPT = "matches-not-kept"
-    #: what was assumed to read the stamps (zone, year)
+    #: what was assumed to read the stamps (the year of glog/syslog stamps)
     TIME_ASSUMED = "time-assumed"
+    #: stamps without a zone were read in the analysis zone (``--tz``, else this machine's)
+    ZONE_ASSUMED = "zone-assumed"
     #: an error file that is not torchelastic's JSON
     ERROR_FILE_AS_TEXT = "error-file-as-text"
     #: how identities were joined or inferred

@@ -178,6 +178,15 @@ class ClockRow:
 
 
 @dataclass(frozen=True, slots=True)
+class UnreadSource:
+    """A source the verdict does not stand on: named or found, but not one line of it could be read."""
+
+    path: str
+    #: why, as the source's diagnostic says it
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class Stats:
     sources: int
     bytes: int
@@ -201,6 +210,32 @@ class Stats:
     #: the rule set the verdict was reached with (``correlator.model.rules_version``: the count and
     #: a digest of what in the rules decides or is shown), so a shared report says which rules it rests on
     rules_version: str = ""
+
+    #: the sources of the job that could not be read at all (missing, unreadable, binary, failed):
+    #: the verdict is over ``sources_total - len(unread)`` of ``sources_total`` (``coverage_note``)
+    unread: tuple[UnreadSource, ...] = ()
+    #: the job's sources: those read (``sources``) and the named ones that were missing or unreadable
+    sources_total: int = 0
+
+    def coverage_note(self) -> str:
+        """"verdict over 60 of 64 sources: 4 could not be read (a, b, c and 1 more)" when some sources
+        of the job could not be read, else "": every format's headline carries it (plain text: callers
+        escape it; the diagnostics say why each was not read)."""
+        if not self.unread:
+            return ""
+        total = max(self.sources_total, len(self.unread))
+        shown = ", ".join(u.path for u in self.unread[:UNREAD_LISTED])
+        more = f" and {len(self.unread) - UNREAD_LISTED} more" if len(self.unread) > UNREAD_LISTED else ""
+        return (f"verdict over {total - len(self.unread)} of {total} sources: {len(self.unread)} could not be "
+                f"read ({shown}{more})")
+
+    @property
+    def sources_read(self) -> int:
+        return max(self.sources_total, len(self.unread)) - len(self.unread)
+
+
+#: how many unread sources the coverage note names (the JSON's ``stats.unread`` lists every one)
+UNREAD_LISTED = 3
 
 
 #: a field's metadata key: the JSON leaves the field out when its value is empty (it appears only
@@ -237,6 +272,10 @@ class JobFacts:
     attempts: tuple[int, ...] = ()
     #: each node agent's root-cause line of torchrun's failure tables, when it printed them
     launcher_root_cause_tables: tuple[LauncherTableRow, ...] = field(default=(), metadata={OMIT_WHEN_EMPTY: True})
+    #: the zone stamps without one were read in (``--tz``, else this machine's IANA zone), and whether
+    #: any stamp lacked a zone (so that it decided a time)
+    time_zone: str = "UTC"
+    time_zone_used: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,10 @@ def to_dict(report: Report) -> dict[str, Any]:
     for key in ("verdict", "root_cause", "collateral", "groups", "timeline", "ranks", "clocks", "diagnostics",
                 "stats", "chain", "job", "attempts"):
         out[key] = d[key]
+    stats = report.stats
+    #: over how much of the job the verdict is (``note`` is "" when every source was read)
+    out["coverage"] = {"sources_read": stats.sources_read, "sources": max(stats.sources_total, len(stats.unread)),
+                       "note": stats.coverage_note()}
     if capped:
         out["capped"] = capped
     return out

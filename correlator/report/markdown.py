@@ -158,6 +158,12 @@ def job_counts(report: Report) -> tuple[int | None, int | None]:
     return n_ranks, len(job_hosts(report)) or None
 
 
+def zone_note(report: Report) -> str:
+    """Which zone stamps without one were read in, and whether any needed it (plain text)."""
+    zone = report.job.time_zone
+    if report.job.time_zone_used:
+        return f"stamps without a zone read in {zone} (--tz to choose another zone)"
+    return f"{zone} (not needed: every stamp carried its zone)"
 
 
 def job_facts(report: Report) -> list[tuple[str, str]]:
@@ -188,6 +194,7 @@ def job_facts(report: Report) -> list[tuple[str, str]]:
         facts.append(("torchrun's own root-cause tables",
                       _seq_text([{k: getattr(t, k) for k in field_names(LauncherTableRow)}
                                  for t in job.launcher_root_cause_tables])))
+    facts.append(("time zone", zone_note(report)))
     stats = report.stats
     facts.append(("input read", f"{stats.sources} sources, {stats.lines:,} lines, {stats.bytes:,} bytes "
                                 f"in {stats.seconds:.2f} s ({stats.engine})"))

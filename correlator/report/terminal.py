@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from correlator.model import DiagCode, Evidence, Report, Verdict, expand_ranks
 from correlator.report import view as views
-from correlator.report.markdown import survived_notes
+from correlator.report.markdown import survived_notes, zone_note
 from correlator.report.safe import visible
 
 if TYPE_CHECKING:  # rich is imported where it is used: the command line starts without it
@@ -120,6 +120,10 @@ def _blocks(report: Report, v: views.View) -> list[tuple[str, list[str], str]]:
     if impact:
         out.append(("impact", impact, ""))
 
+    partial = report.stats.coverage_note()
+    if partial:  # the verdict is over part of the job: said beside it, not only among the diagnostics
+        out.append(("partial", [partial], ""))
+
     if len(report.attempts) > 1:  # torchelastic restarted the workers: each attempt's own verdict
         body = []
         for a in sorted(report.attempts, key=lambda x: x.attempt):
@@ -169,6 +173,8 @@ def _blocks(report: Report, v: views.View) -> list[tuple[str, list[str], str]]:
         if len(warn) > 8:
             body.append(f"... and {len(warn) - 8} more (see --format json)")
         out.append(("unread", body, ""))
+    if zone_note(report):
+        out.append(("zone", [zone_note(report)], ""))
     s = report.stats
     out.append(("read", [f"{s.sources} sources, {s.bytes / 1e6:.1f} MB, {s.lines} lines in {s.seconds:.2f} s"], "dim"))
     return out

@@ -348,6 +348,13 @@ def _root_view(report: Report, kind: Kind) -> RootView | None:
 
 
 def _headline(report: Report, root: RootView | None) -> str:
+    """The verdict in one line; when some of the job's sources could not be read, over how many it is."""
+    partial = report.stats.coverage_note()
+    text = _verdict_headline(report, root)
+    return f"{text} — {partial}" if partial else text
+
+
+def _verdict_headline(report: Report, root: RootView | None) -> str:
     if root is not None and report.verdict is Verdict.ROOT_CAUSE:
         tie = f", tied with ranks {rank_ranges(root.tie)}" if root.tie else ""
         return f"{root.who} {root.what}{tie}"
