@@ -58,7 +58,7 @@ def test_columns_have_the_documented_types(tmp_path: Path) -> None:
     assert [g["rule"] for g in groups] == [g.rule for g in report.groups]
     assert groups[0]["ranks"] == "0,2-7" and groups[0]["count"] == 7 and groups[0]["rank_hours"] is None
     for table, schema in parquet.schemas().items():
-        assert parquet.read_table(tmp_path, table).schema.names == schema.names + ["job_id"]
+        assert parquet.read_table(tmp_path, table).schema.names == schema.names and schema.names[-1] == "job_id"
 
 
 def test_rerunning_a_job_replaces_its_partition(tmp_path: Path) -> None:
@@ -75,11 +75,12 @@ def test_rerunning_a_job_replaces_its_partition(tmp_path: Path) -> None:
 def test_many_jobs_load_as_one_table_in_pandas(tmp_path: Path) -> None:
     import pandas as pd
 
-    for job in ("1001", "slurm-1002", "a/b c"):
+    for job in ("1001", "00042", "slurm-1002", "a/b c"):
         parquet.write_parquet(make_report(job_id=job), tmp_path, job)
-    frame = pd.read_parquet(tmp_path / "incidents")
-    assert sorted(set(frame["job_id"].astype(str))) == ["1001", "a/b c", "slurm-1002"]
-    assert len(frame[frame["kind"] == "verdict"]) == 3
+    # job_id is a string column in the files: read without Hive partitioning, ids keep their form
+    frame = pd.read_parquet(tmp_path / "incidents", partitioning=None)
+    assert sorted(set(frame["job_id"])) == ["00042", "1001", "a/b c", "slurm-1002"]
+    assert len(frame[frame["kind"] == "verdict"]) == 4
 
 
 def test_bad_job_ids_are_refused(tmp_path: Path) -> None:
@@ -157,6 +158,8 @@ def test_history_without_repeats_and_without_a_dataset(tmp_path: Path) -> None:
 
 
 # --- end to end: the real pipeline over small logs written here, and over sample_logs/*/ ---------
+
+from datetime import UTC
 
 from report_fixtures import REPO, SAMPLE_JOBS, analyze_job, write_job  # noqa: E402,F401
 
@@ -291,3 +294,114 @@ def test_history_cli_since_and_node(tmp_path: Path) -> None:
     r = run("--since", "last tuesday")
     err = r.stderr.decode().strip().splitlines()
     assert r.returncode == 2 and len(err) == 1 and "--since 'last tuesday' is neither a date nor a duration" in err[0]
+
+
+# --- issue 15 items 5 and 12: array tasks are jobs of their own; rows say what wrote them ---------
+
+def _cli(*args: str, cwd: Path | None = None):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "correlator", *args], capture_output=True, cwd=cwd, timeout=180,
+                          env={**os.environ, "CORRELATE_EARLY_POOL": "0"})
+
+
+SAMPLE_EIO = Path(__file__).resolve().parent.parent / "sample_logs" / "lustre-eio-checkpoint" / "slurm-88123.out"
+
+
+def test_slurm_array_tasks_are_two_jobs_in_the_dataset(tmp_path: Path) -> None:
+    """``slurm-88123_5.out`` and ``_6`` (SLURM's ``%A_%a``: array job, task id) once both became job
+    88123, the second replacing the first; each is now a job of its own, its id a string column."""
+    import pyarrow.parquet as pq
+
+    logs, ds = tmp_path / "logs", tmp_path / "ds"
+    logs.mkdir()
+    for task in (5, 6):
+        (logs / f"slurm-88123_{task}.out").write_bytes(SAMPLE_EIO.read_bytes())
+        r = _cli(str(logs / f"slurm-88123_{task}.out"), "--parquet", str(ds), "-f", "json")
+        assert r.returncode == 0, r.stderr.decode()
+        doc = json.loads(r.stdout)
+        assert doc["job"]["id"] == f"88123_{task}" and doc["root_cause"]["rank"] == 19
+    assert sorted(p.name for p in (ds / "incidents").iterdir() if not p.name.startswith(".")) == [
+        "job_id=88123_5", "job_id=88123_6"]
+    verdicts = [r for r in parquet.read_table(ds, "incidents").to_pylist() if r["kind"] == "verdict"]
+    assert sorted(r["job_id"] for r in verdicts) == ["88123_5", "88123_6"]
+    in_file = pq.read_table(ds / "events" / "job_id=88123_5" / parquet.PART_FILE)
+    assert str(in_file.schema.field("job_id").type) == "string"
+    assert set(in_file.column("job_id").to_pylist()) == {"88123_5"}
+
+
+def test_per_task_files_of_one_job_keep_the_job_id_and_their_ranks(tmp_path: Path) -> None:
+    """Several ``slurm-1234_<n>.out`` read together are one job's per-task files (``%j_%t``): the job
+    is 1234 and each number its rank; a lone one is an array task, whose number is no rank."""
+    from correlator.pipeline import Options, analyze
+
+    err = "2026-03-02T14:07:31Z RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    ok = "2026-03-02T14:07:00Z step 10 loss 1.0\n"
+    for n in range(4):
+        (tmp_path / f"slurm-1234_{n}.out").write_text(ok + (err if n == 2 else ""))
+    both = analyze([str(tmp_path)], Options(tz="UTC", workers=1))
+    assert both.job["id"] == "1234" and both.root_cause is not None and both.root_cause.rank == 2
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "slurm-1234_2.out").write_text(ok + err)
+    one = analyze([str(alone)], Options(tz="UTC", workers=1))
+    assert one.job["id"] == "1234_2"
+    assert one.root_cause is not None and one.root_cause.rank != 2  # the task id is not taken for a rank
+
+
+def test_rows_carry_tool_and_rules_version_analysis_time_and_stable_event_ids(tmp_path: Path) -> None:
+    import os
+    from datetime import datetime
+
+    from correlator import __version__
+    from correlator.model import rules_version
+    from correlator.ruleset import load_rules
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "slurm-88123.out").write_bytes(SAMPLE_EIO.read_bytes())
+    before = datetime.now(UTC).replace(microsecond=0)
+    assert _cli("logs", "--parquet", str(tmp_path / "a"), cwd=tmp_path).returncode == 0
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    assert _cli(str(logs / "slurm-88123.out"), "--parquet", str(tmp_path / "b"), cwd=other).returncode == 0
+    after = datetime.now(UTC)
+    version = rules_version(load_rules())
+    assert version.startswith(f"{len(load_rules())} rules, ")
+    ids = {}
+    for ds in ("a", "b"):
+        tabs = parquet.read_tables(tmp_path / ds)
+        for name, table in tabs.items():
+            rows_ = table.to_pylist()
+            assert rows_ and {r["tool_version"] for r in rows_} == {__version__}, name
+            assert {r["rules_version"] for r in rows_} == {version}, name
+            stamps = {r["analyzed_at"] for r in rows_}
+            assert len(stamps) == 1, name
+            assert before <= stamps.pop() <= after, name
+        events = tabs["events"].to_pylist()
+        ids[ds] = [r["event_id"] for r in events]
+        assert len(set(ids[ds])) == len(events) > 10  # one id per event
+    # relative from one folder, absolute from another: the same input, the same ids
+    assert ids["a"] == ids["b"]
+    # another job id gives other ids
+    r = _cli("logs", "--parquet", str(tmp_path / "c"), "--job-id", "other", cwd=tmp_path)
+    assert r.returncode == 0
+    assert not set(r["event_id"] for r in parquet.read_table(tmp_path / "c", "events").to_pylist()) & set(ids["a"])
+    assert os.path.isdir(tmp_path / "c" / "events" / "job_id=other")
+
+
+def test_a_dataset_written_before_the_stamp_columns_is_still_read(tmp_path: Path) -> None:
+    """Files without ``job_id``, the versions, the analysis time or the event id (written by an
+    earlier correlate) are read with nulls there and the job id of their partition."""
+    import pyarrow.parquet as pq
+
+    parquet.write_parquet(make_report(), tmp_path, "77")
+    for table in parquet.TABLES:
+        path = tmp_path / table / "job_id=77" / parquet.PART_FILE
+        old = pq.read_table(path)
+        pq.write_table(old.drop_columns([n for n in old.schema.names if n in parquet.ADDED_COLUMNS]), path)
+    events = parquet.read_table(tmp_path, "events").to_pylist()
+    assert events and {r["job_id"] for r in events} == {"77"}
+    assert {r["event_id"] for r in events} == {None} and {r["tool_version"] for r in events} == {None}

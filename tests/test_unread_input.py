@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import zstandard
-
 from jobs import combined_srun, rank_lines
 
 ROOT = Path(__file__).resolve().parent.parent

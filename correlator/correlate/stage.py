@@ -8,11 +8,13 @@ each attempt's verdict are assembled here.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from correlator import __version__
 from correlator.correlate import accounting, attempts, attribution, clocks, identity
 from correlator.model import (
     UNDETERMINED_NOTE,
@@ -111,8 +113,9 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
         sources_skipped=accounting.sources_not_read(diags),
         skipped=accounting.skip_accounting(diags, digests),
         scan_reports=sum(d.scan_reports for d in digests), candidate_lines=sum(d.candidate_lines for d in digests),
-        confirmed_matches=sum(d.confirmed_matches for d in digests), rules_version=rules_version(rule_list),
-        unread=unread, sources_total=len(digests) + sum(1 for u in unread if u.path not in read_paths))
+        confirmed_matches=sum(d.confirmed_matches for d in digests),
+        unread=unread, sources_total=len(digests) + sum(1 for u in unread if u.path not in read_paths),
+        analyzed_at=iso(time.time_ns()), tool_version=__version__, rules_version=rules_version(rule_list))
     return Report(
         verdict=out.verdict, root_cause=out.root, collateral=tuple(items), groups=tuple(groups),
         timeline=tuple(tl), ranks=tuple(rows), clocks=tuple(attribution.clock_rows(est)),
@@ -148,10 +151,28 @@ def _stand_in(text: str) -> str:
     return f"job-{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
 
 
+_SLURM_NAME = re.compile(r"slurm-(\d+)(?:_(\d+))?\.(?:out|err|log)", re.I)
+
+
+def _slurm_name_ids(digests: Sequence[Digest]) -> list[str]:
+    """Job ids from SLURM output file names, in the order of the sources. ``slurm-%A_%a.out`` (the
+    default name of an array task: array job 88123, task 5) is the job ``88123_5`` -- each task of
+    an array is a job of its own; several ``slurm-1234_<n>.out`` of one job read together are that
+    job's per-task files (``--output=slurm-%j_%t.out``): the job ``1234``."""
+    named = [(m.group(1), m.group(2)) for d in digests
+             for m in [_SLURM_NAME.search(os.path.basename(d.source.path))] if m]
+    tasks: dict[str, set[str]] = {}
+    for job, task in named:
+        if task is not None:
+            tasks.setdefault(job, set()).add(task)
+    return [f"{job}_{task}" if task is not None and len(tasks[job]) == 1 else job for job, task in named]
+
+
 def job_id_of(digests: Sequence[Digest], given: str | None) -> tuple[str, Diagnostic | None]:
     """The job's id, and a diagnostic when the one the inputs state could not be used.
 
-    Given (``--job-id``: the user's choice, used as it is), else from a SLURM output file's name,
+    Given (``--job-id``: the user's choice, used as it is), else from a SLURM output file's name
+    (an array task's ``slurm-88123_5.out``: ``88123_5``),
     else from a line (``JOB 1234.0 ON ...``: the job of the step, ``1234+1``: of the component),
     else a hash of the paths. An id from a name or a line that is not ``PLAIN_JOB_ID`` (``JOB .5
     ON``, an id of thousands of characters) is not used: a later plain one is, else a stable hash
@@ -159,7 +180,7 @@ def job_id_of(digests: Sequence[Digest], given: str | None) -> tuple[str, Diagno
     if given:
         return given, None
     rejected: str | None = None
-    candidates = [m.group(1) for d in digests for m in [re.search(r"slurm-(\d+)", d.source.path)] if m]
+    candidates = _slurm_name_ids(digests)
     candidates += [j for d in digests for m in d.matches for j in [m.capture(Capture.JOB_ID) or m.capture(Capture.JOBID)] if j]
     for raw in candidates:
         text = re.split(r"[.+]", raw, maxsplit=1)[0]

@@ -128,6 +128,18 @@ def _number_family(paths: list[str]) -> dict[str, int]:
     return out
 
 
+def _lone_array_tasks(paths: list[str]) -> set[str]:
+    """``slurm-<job>_<n>.out`` files that are the only one of their job among the inputs: the
+    default name of a SLURM array task (``%A_%a``: array job, task id), whose number is no rank.
+    Several of one job read together are its per-task files (``%j_%t``), whose number is the rank."""
+    by_job: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        m = _SLURM_JOB.search(_base_name(os.path.basename(path)))
+        if m and m.group(2) is not None:
+            by_job[m.group(1)].append(path)
+    return {group[0] for group in by_job.values() if len(group) == 1}
+
+
 def _inside(real: str, base: str) -> bool:
     """Whether the resolved path ``real`` is the folder ``base`` (resolved) or below it."""
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
@@ -288,6 +300,7 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
 
     sources: list[SourceInfo] = []
     ranks_by_family = _number_family([p for p in found if p != "-"])
+    lone_tasks = _lone_array_tasks([p for p in found if p != "-"])
     for path in found:
         if path == "-":
             sources.append(SourceInfo(path="<stdin>", kind="stdin"))
@@ -304,6 +317,8 @@ def discover(inputs: list[str], *, all_files: bool = False) -> tuple[list[Source
                                        DiagCode.NOT_A_LOG))
                 continue
         info = identity_from_path(path)
+        if path in lone_tasks:  # slurm-%A_%a.out: an array task's whole output, not one rank's
+            info = replace(info, file_rank=None)
         if os.path.islink(path) and not os.path.exists(path):
             diags.append(Diagnostic("error", path, "broken symbolic link: its target does not exist", DiagCode.MISSING))
             continue

@@ -216,6 +216,10 @@ class Stats:
     unread: tuple[UnreadSource, ...] = ()
     #: the job's sources: those read (``sources``) and the named ones that were missing or unreadable
     sources_total: int = 0
+    #: when the analysis ran (UTC ISO-8601) and by which version of correlate: stamped on the
+    #: Parquet rows with ``rules_version``, so a dataset says what wrote each job
+    analyzed_at: str | None = None
+    tool_version: str = ""
 
     def coverage_note(self) -> str:
         """"verdict over 60 of 64 sources: 4 could not be read (a, b, c and 1 more)" when some sources

@@ -21,11 +21,22 @@ partition's is left out with a diagnostic in the list they are given, or raised 
 Other readers (DuckDB, pandas) take no lock: during a swap, or after a write killed in one until
 the next write, they can see a job's tables from two versions.
 
-``job_id`` is not a column inside the files: it is
-the partition key, read from the folder name (URL-encoded there). Read it back as a *string* —
-``pyarrow.dataset`` would otherwise guess ``int32`` from numeric ids — with ``read_table`` below,
-or in DuckDB ``read_parquet('DIR/events/*/*.parquet', hive_partitioning = true, hive_types =
-{'job_id': VARCHAR})``, or in pandas ``pd.read_parquet('DIR/events', partitioning=...)``.
+``job_id`` is a string column in every file as well as the partition key (the folder name,
+URL-encoded there): a SLURM array task is a job of its own (``88123_5``), and a numeric id keeps
+its form (``00042``). Read the files without Hive partitioning and the column is there as a
+string: ``pyarrow.dataset.dataset('DIR/events')``, ``pd.read_parquet('DIR/events',
+partitioning=None)``, DuckDB ``read_parquet('DIR/events/*/*.parquet')``; or with ``read_table``
+below. (Readers that also infer the partition's type from the folder names -- pyarrow's and
+pandas' ``partitioning='hive'`` -- meet two ``job_id`` fields; pass the string type, e.g.
+``partitioning=pyarrow.dataset.partitioning(pyarrow.schema([('job_id', pyarrow.string())]),
+flavor='hive')``.)
+
+Every row of every table also carries ``tool_version`` string (correlate's), ``rules_version``
+string (``correlator.model.rules_version``: the rules' count and a digest of them), ``analyzed_at`` timestamp (when
+the analysis ran) and ``job_id`` string; each ``events`` row an ``event_id`` string, a hash of the
+job id, the event's file (relative to the folder the job's files share), line and rule, the same
+each time the same input is analysed (``event_ids``). Files written before these columns existed
+are read with nulls in them.
 
 All times are ``timestamp[ms, tz=UTC]``; delays are seconds as ``float64``; null where unknown.
 
@@ -116,15 +127,17 @@ def schemas() -> dict[str, pa.Schema]:
 
     ts = pa.timestamp("ms", tz="UTC")
     i32, i64, f64, s, b = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
+    stamp = [("tool_version", s), ("rules_version", s), ("analyzed_at", ts), ("job_id", s)]
     return {
         "events": pa.schema([
             ("seq", i32), ("time", ts), ("after_root_s", f64), ("host", s), ("rank", i32),
             ("local_rank", i32), ("attempt", i32), ("rule", s), ("category", s), ("role", s),
             ("label", s), ("time_kind", s), ("path", s), ("line", i64), ("text", s), ("is_root", b),
+            ("event_id", s), *stamp,
         ]),
         "ranks": pa.schema([
             ("rank", i32), ("host", s), ("local_rank", i32), ("state", s), ("first_time", ts),
-            ("last_time", ts), ("lines", i64), ("last_step", i64), ("is_root", b),
+            ("last_time", ts), ("lines", i64), ("last_step", i64), ("is_root", b), *stamp,
         ]),
         "incidents": pa.schema([
             ("kind", s), ("verdict", s), ("rule", s), ("category", s), ("title", s), ("role", s),
@@ -132,25 +145,59 @@ def schemas() -> dict[str, pa.Schema]:
             ("count", i32), ("first_time", ts), ("last_time", ts), ("first_after_s", f64),
             ("last_after_s", f64), ("confidence", f64), ("decided_by", s), ("tie", s), ("evidence", s),
             ("job_start", ts), ("job_end", ts), ("n_ranks", i32), ("n_hosts", i32), ("span_s", f64),
-            ("rank_hours", f64), ("attempt", i32), ("schema", s),
+            ("rank_hours", f64), ("attempt", i32), ("schema", s), *stamp,
         ]),
     }
 
 
-def rows(report: Report) -> dict[str, list[dict[str, Any]]]:
-    """The tables as lists of row dicts (plain Python values; times as aware datetimes)."""
+#: columns added after the first datasets were written: a file without them is read with nulls
+#: (``job_id`` from its partition), not left out
+ADDED_COLUMNS = frozenset({"event_id", "tool_version", "rules_version", "analyzed_at", "job_id"})
+
+
+def event_ids(report: Report, job_id: str) -> list[str]:
+    """A stable id per timeline event: a hash of the job id, the event's file (relative to the
+    folder all the events' files share, so the same logs named from another folder or by absolute
+    path give the same ids), its line and its rule, and which repeat of these it is. Analysing the
+    same input again gives the same ids; any other event, another."""
+    import hashlib
+
+    paths = [e.path for e in report.timeline]
+    try:
+        base = os.path.commonpath([os.path.dirname(p) for p in paths]) if paths else ""
+    except ValueError:  # absolute beside relative, or <stdin>: the paths as they are
+        base = ""
+    seen: dict[tuple[str, int, str], int] = {}
+    out = []
+    for e in report.timeline:
+        rel = os.path.relpath(e.path, base) if base and os.path.isabs(e.path) == os.path.isabs(base) else e.path
+        key = (rel, e.line, e.rule)
+        n = seen[key] = seen.get(key, -1) + 1
+        text = "\0".join((job_id, rel, str(e.line), e.rule, str(n)))
+        out.append(hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20])
+    return out
+
+
+def rows(report: Report, job_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The tables as lists of row dicts (plain Python values; times as aware datetimes); ``job_id``
+    is the partition's (default: the report's job id)."""
     root = report.root_cause
     root_rank = root.rank if root is not None else None
+    the_id = str(job_id if job_id is not None else report.job.get("id", "job")).strip()
+    stamp = {"tool_version": report.stats.tool_version or None, "rules_version": report.stats.rules_version or None,
+             "analyzed_at": _ts(report.stats.analyzed_at), "job_id": the_id}
+    ids = event_ids(report, the_id)
     events = [{
         "seq": index, "time": _ts(e.time), "after_root_s": e.after_root_s, "host": e.host, "rank": e.rank,
         "local_rank": e.local_rank, "attempt": e.attempt, "rule": e.rule, "category": _category(e.rule),
         "role": e.role, "label": e.label or None, "time_kind": e.time_kind, "path": e.path, "line": e.line,
-        "text": e.text, "is_root": e.label == "root",
+        "text": e.text, "is_root": e.label == "root", "event_id": ids[index], **stamp,
     } for index, e in enumerate(report.timeline)]
     ranks = [{
         "rank": r.rank, "host": r.host, "local_rank": r.local_rank, "state": str(r.state),
         "first_time": _ts(r.first_time), "last_time": _ts(r.last_time), "lines": r.lines,
         "last_step": r.last_step, "is_root": str(r.state) == "root" or (root_rank is not None and r.rank == root_rank),
+        **stamp,
     } for r in report.ranks]
 
     first, last = time_span(report)
@@ -160,7 +207,7 @@ def rows(report: Report) -> dict[str, list[dict[str, Any]]]:
     rank_hours = n_ranks * span_s / 3600 if n_ranks and span_s is not None else None
     verdict = str(report.verdict)
     job_cols = {"job_start": start, "job_end": end, "n_ranks": n_ranks, "n_hosts": n_hosts, "span_s": span_s,
-                "schema": report.schema}
+                "schema": report.schema, **stamp}
     blank = {name: None for name in schemas()["incidents"].names}
     head: dict[str, Any] = {**blank, **job_cols, "kind": "verdict", "verdict": verdict, "rank_hours": rank_hours}
     if root is not None:
@@ -218,7 +265,7 @@ def write_parquet(report: Report, out_dir: Path, job_id: str) -> list[Path]:
 
     out_dir = Path(out_dir)
     part = partition_name(job_id)
-    built = tables(report)
+    built = tables(report, job_id)
     committed = False
     try:
         with _flock(_meta(out_dir, "locks") / f"{part}.lock", fcntl.LOCK_EX):
@@ -436,11 +483,11 @@ def _tidy(out_dir: Path, done: str) -> None:
 
 
 
-def tables(report: Report) -> dict[str, pa.Table]:
+def tables(report: Report, job_id: str | None = None) -> dict[str, pa.Table]:
     """The three tables as Arrow tables with the documented schemas."""
     import pyarrow as pa
 
-    data = rows(report)
+    data = rows(report, job_id)
     return {name: pa.Table.from_pylist(data[name], schema=schema) for name, schema in schemas().items()}
 
 
@@ -480,7 +527,7 @@ def _read_one(out_dir: Path, table: str, pending: dict[str, str], diagnostics: l
     folder = out_dir / table
     schema = schemas()[table]
     if not folder.is_dir():
-        return schema.append(pa.field("job_id", pa.string())).empty_table()
+        return schema.empty_table()
 
     def left_out(path: str, message: str, code: DiagCode) -> None:
         hint = "left out; write the job again with 'correlate --parquet DIR LOGS...', or remove what is not a job's"
@@ -520,13 +567,17 @@ def _read_one(out_dir: Path, table: str, pending: dict[str, str], diagnostics: l
                 continue
             try:
                 data = pq.ParquetFile(entry.path).read()
-                missing = [n for n in schema.names if n not in data.schema.names]
+                missing = [n for n in schema.names if n not in data.schema.names and n not in ADDED_COLUMNS]
                 if missing:
                     shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
                     left_out(entry.path, f"not a file of the {table} table (no column {shown})",
                              DiagCode.UNREADABLE)
                     continue
-                data = data.select(schema.names).cast(schema)
+                for name in schema.names:  # a file written before a column was added: nulls there
+                    if name not in data.schema.names:
+                        data = data.append_column(schema.field(name), pa.nulls(data.num_rows, schema.field(name).type))
+                # the partition names the job: its folder is what a reader selects on
+                data = data.select(schema.names).cast(schema).drop_columns(["job_id"])
             except OSError as e:
                 left_out(entry.path, f"cannot read: {e.strerror or e}", DiagCode.READ_ERROR)
                 continue
@@ -536,4 +587,4 @@ def _read_one(out_dir: Path, table: str, pending: dict[str, str], diagnostics: l
                 continue
             pieces.append(data.append_column(pa.field("job_id", pa.string()),
                                              pa.array([job_id] * data.num_rows, pa.string())))
-    return pa.concat_tables(pieces) if pieces else schema.append(pa.field("job_id", pa.string())).empty_table()
+    return pa.concat_tables(pieces) if pieces else schema.empty_table()
