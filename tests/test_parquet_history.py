@@ -159,8 +159,6 @@ def test_history_without_repeats_and_without_a_dataset(tmp_path: Path) -> None:
 
 # --- end to end: the real pipeline over small logs written here, and over sample_logs/*/ ---------
 
-from datetime import UTC
-
 from report_fixtures import REPO, SAMPLE_JOBS, analyze_job, write_job  # noqa: E402,F401
 
 
@@ -353,7 +351,7 @@ def test_per_task_files_of_one_job_keep_the_job_id_and_their_ranks(tmp_path: Pat
 
 def test_rows_carry_tool_and_rules_version_analysis_time_and_stable_event_ids(tmp_path: Path) -> None:
     import os
-    from datetime import datetime
+    from datetime import UTC, datetime
 
     from correlator import __version__
     from correlator.model import rules_version

@@ -388,7 +388,7 @@ def _stdin() -> tuple[BinaryIO, str]:
     raw = io.BufferedReader(_Rejoined(head, stream))
     kind = _sniff(head)
     if kind == "file":
-        return raw, "stdin"  # type: ignore[return-value]
+        return raw, "stdin"
     return _decompress(raw, kind), kind
 
 
@@ -398,7 +398,7 @@ def _decompress(raw: BinaryIO, kind: str) -> BinaryIO:
     if kind == "zstd":
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[return-value]
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
     if kind == "bz2":
         return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
     return lzma.LZMAFile(raw, "rb")  # type: ignore[return-value]
@@ -422,7 +422,7 @@ def open_source(src: SourceInfo) -> tuple[BinaryIO, str]:
         return plain, kind  # type: ignore[return-value]
     if kind == "file":
         return raw, kind
-    return _decompress(raw, kind), kind  # type: ignore[arg-type]
+    return _decompress(raw, kind), kind
 
 
 def read_chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
