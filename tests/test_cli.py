@@ -171,6 +171,7 @@ def test_plain_command_line_gives_the_report_of_the_typer_path(pool_job, tmp_pat
         assert r.returncode == 0, (name, r.stderr.decode()[-2000:])
         docs[name] = json.loads(out.read_text())
         assert docs[name]["stats"].pop("seconds") > 0
+        assert docs[name]["stats"].pop("analyzed_at").endswith("Z")  # when it ran: its own each time
     first = docs["typer"]
     assert first["root_cause"]["rank"] is not None
     for name, doc in docs.items():

@@ -13,6 +13,8 @@ import io
 import json
 import os
 import random
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,7 +49,7 @@ def _comparable(report) -> dict:
     doc = json.loads(render(report, "json"))
     # (how many reports and candidate lines a scanner gives is its own: the keyword fallback's net
     # is wider; what it confirms is not)
-    for k in ("seconds", "engine", "scanner", "scan_reports", "candidate_lines"):
+    for k in ("seconds", "engine", "scanner", "scan_reports", "candidate_lines", "analyzed_at"):
         doc.get("stats", {}).pop(k, None)
     return doc
 
@@ -149,6 +151,75 @@ def test_dask_two_workers_same_report_as_local(tmp_path):
     assert remote.stats.engine == "dask"
     assert _comparable(remote) == _comparable(local)
     assert local.root_cause is not None and local.root_cause.rank == 5
+
+
+_CLUSTER = """
+import sys
+from dask.distributed import LocalCluster
+cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+print(cluster.scheduler_address, flush=True)
+sys.stdin.read()
+cluster.close()
+"""
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "correlator", *args], capture_output=True, cwd=cwd, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))})
+
+
+def test_dask_scheduler_in_another_folder_reads_relative_paths_and_names_what_a_worker_cannot(tmp_path):
+    """A scheduler and worker started in another working folder (as on a cluster) once opened
+    ``job/slurm-4242.out`` relative to theirs and found nothing: a silent "no failure". Paths are
+    made absolute before they are shipped and the report names them as the user did; a source a
+    worker cannot open is said as the worker's."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "slurm-4242.out").write_text("\n".join(combined_srun(rank_lines(8, 4, 5), 4)) + "\n")
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}
+    with subprocess.Popen([sys.executable, "-c", _CLUSTER], cwd=elsewhere, env=env, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as cluster:
+        try:
+            assert cluster.stdout is not None
+            address = cluster.stdout.readline().strip()
+            assert address.startswith("tcp://"), address
+            r = _cli("--engine", "dask", "--scheduler", address, "job/slurm-4242.out", "-f", "json", "--tz", "UTC",
+                     cwd=tmp_path)
+            assert r.returncode == 0, r.stderr.decode()
+            doc = json.loads(r.stdout)
+            assert doc["stats"]["engine"] == "dask"
+            assert doc["verdict"] == "root_cause" and doc["root_cause"]["rank"] == 5
+            assert {e["path"] for e in doc["timeline"]} == {"job/slurm-4242.out"}
+            # a file the worker cannot open (here: gone after discovery) is the worker's problem, said so
+            gone = SourceInfo(path=str(tmp_path / "vanished.log"), kind="file")
+            spec = engines.EngineSpec((), True, None, ExtractOptions(tz=resolve_tz("UTC")))
+            (d,) = engines.run_dask([gone], spec, address)
+            (diag,) = [x for x in d.diagnostics if x.level == "error"]
+            assert diag.path == gone.path and "No such file" in diag.message
+            assert "on Dask worker tcp://" in diag.message and "the workers must see the logs" in diag.message
+        finally:
+            assert cluster.stdin is not None
+            cluster.stdin.close()
+            cluster.wait(60)
+
+
+def test_dask_scheduler_nobody_listens_on_is_one_line_naming_it(tmp_path):
+    """Once an "internal error" after 30 s of silence: now one ``error:`` line with the address,
+    exit 2, after the client's connection timeout (``DASK_CONNECT_S``, said in the message)."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nobody listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "x.log").write_text("hello\n")
+    address = f"tcp://127.0.0.1:{port}"
+    r = _cli("--engine", "dask", "--scheduler", address, "x.log", cwd=tmp_path)
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2, err
+    assert len(err) == 1 and err[0].startswith(f"error: cannot reach the Dask scheduler at {address}"), err
+    assert "internal error" not in err[0] and f"after {engines.DASK_CONNECT_S} s" in err[0]
 
 
 # --- the scalar fallback == Hyperscan ------------------------------------------------------------

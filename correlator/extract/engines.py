@@ -31,7 +31,7 @@ import signal
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
 
@@ -562,40 +562,87 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
 
 # --- dask ------------------------------------------------------------------------------------------
 
+#: how long a connection to a Dask scheduler may take before the run stops and says so (the
+#: client's own default waits 30 s in silence for an address nobody listens on)
+DASK_CONNECT_S = 5
+
+
 def _dask_task(src: SourceInfo, spec: EngineSpec) -> bytes:
-    """One source on a Dask worker: the worker process keeps its compiled engine between tasks."""
+    """One source on a Dask worker: the worker process keeps its compiled engine between tasks. A
+    source the worker cannot open is said as the worker's (its file system is not the client's)."""
     from correlator.extract.digest_io import digest_to_arrow
 
     tune_malloc()
-    return digest_to_arrow(_safe_extract(src, build_engine(spec), spec.opts))
+    digest = _safe_extract(src, build_engine(spec), spec.opts)
+    if any(d.code is DiagCode.UNREADABLE for d in digest.diagnostics):
+        try:
+            from dask.distributed import get_worker
+
+            where = f"Dask worker {get_worker().address}"
+        except (ImportError, ValueError):
+            where = "a Dask worker"
+        digest = replace(digest, diagnostics=tuple(
+            replace(d, message=f"{d.message} on {where}: the workers must see the logs at this path (run them on "
+                               f"nodes that mount it)") if d.code is DiagCode.UNREADABLE else d
+            for d in digest.diagnostics))
+    return digest_to_arrow(digest)
+
+
+def _with_path(digest: Digest, shipped: str, path: str) -> Digest:
+    """The digest a worker made of ``shipped`` (the absolute path it was sent) as the source the
+    user named (``path``): the report names files as the user did, whichever engine read them."""
+    if shipped == path:
+        return digest
+
+    def name(p: str | None) -> str | None:
+        return path if p == shipped else p
+
+    return replace(
+        digest, source=replace(digest.source, path=path),
+        matches=tuple(replace(m, path=path) if m.path == shipped else m for m in digest.matches),
+        streams=tuple(replace(s, path=path) if s.path == shipped else s for s in digest.streams),
+        anchors=tuple(replace(a, path=path) if a.path == shipped else a for a in digest.anchors),
+        identities=tuple(replace(f, origin_path=path) if f.origin_path == shipped else f for f in digest.identities),
+        diagnostics=tuple(replace(d, path=name(d.path)) if d.path == shipped else d for d in digest.diagnostics))
 
 
 def run_dask(sources: Sequence[SourceInfo], spec: EngineSpec, scheduler: str | None,
              progress: Callable[[int, int, int, int], None] | None = None,
              n_workers: int | None = None) -> list[Digest]:
+    """Extract the sources on Dask workers (a local cluster, or the scheduler at ``scheduler``).
+
+    Paths are made absolute before they are shipped (a worker's working folder is not this
+    process's); an address nobody answers on is a ``UsageError`` naming it after ``DASK_CONNECT_S``."""
+    from correlator.errors import UsageError
     from correlator.extract.digest_io import digest_from_arrow
 
     try:
         from dask.distributed import Client, LocalCluster, as_completed
-    except ImportError as e:
-        raise RuntimeError("--engine dask needs the optional extra: pip install 'correlate-ranks[dask]'") from e
+    except ImportError:
+        raise UsageError("--engine dask needs the optional extra: pip install 'correlate-ranks[dask]'") from None
 
     remote = [s for s in sources if s.kind != "stdin"]  # stdin is only readable here
+    shipped = [replace(s, path=os.path.abspath(s.path)) for s in remote]
     cluster = None
     if scheduler:
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler, timeout=DASK_CONNECT_S)
+        except (OSError, TimeoutError, ValueError) as e:  # refused, unreachable, or not an address
+            raise UsageError(f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}: {e})",
+                             hint="check the address (tcp://host:8786) and that the scheduler runs; "
+                                  "without --scheduler a local cluster is started") from None
     else:
         cluster = LocalCluster(n_workers=n_workers or min(os.cpu_count() or 1, 4), threads_per_worker=1,
                                processes=True, dashboard_address=None)
         client = Client(cluster)
     try:
-        futures = client.map(_dask_task, remote, spec=spec, pure=False)
+        futures = client.map(_dask_task, shipped, spec=spec, pure=False)
         order = {f.key: i for i, f in enumerate(futures)}
         got: dict[int, Digest] = {}
         total_bytes, done_bytes = sum(s.size or 0 for s in remote), 0
         for k, fut in enumerate(as_completed(futures), start=1):
             i = order[fut.key]
-            got[i] = digest_from_arrow(fut.result())
+            got[i] = _with_path(digest_from_arrow(fut.result()), shipped[i].path, remote[i].path)
             done_bytes += remote[i].size or 0
             if progress:
                 progress(k, len(sources), done_bytes, total_bytes)
