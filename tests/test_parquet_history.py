@@ -340,12 +340,12 @@ def test_per_task_files_of_one_job_keep_the_job_id_and_their_ranks(tmp_path: Pat
     for n in range(4):
         (tmp_path / f"slurm-1234_{n}.out").write_text(ok + (err if n == 2 else ""))
     both = analyze([str(tmp_path)], Options(tz="UTC", workers=1))
-    assert both.job["id"] == "1234" and both.root_cause is not None and both.root_cause.rank == 2
+    assert both.job.id == "1234" and both.root_cause is not None and both.root_cause.rank == 2
     alone = tmp_path / "alone"
     alone.mkdir()
     (alone / "slurm-1234_2.out").write_text(ok + err)
     one = analyze([str(alone)], Options(tz="UTC", workers=1))
-    assert one.job["id"] == "1234_2"
+    assert one.job.id == "1234_2"
     assert one.root_cause is not None and one.root_cause.rank != 2  # the task id is not taken for a rank
 
 

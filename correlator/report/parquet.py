@@ -183,7 +183,7 @@ def rows(report: Report, job_id: str | None = None) -> dict[str, list[dict[str, 
     is the partition's (default: the report's job id)."""
     root = report.root_cause
     root_rank = root.rank if root is not None else None
-    the_id = str(job_id if job_id is not None else report.job.get("id", "job")).strip()
+    the_id = str(job_id if job_id is not None else (report.job.id or "job")).strip()
     stamp = {"tool_version": report.stats.tool_version or None, "rules_version": report.stats.rules_version or None,
              "analyzed_at": _ts(report.stats.analyzed_at), "job_id": the_id}
     ids = event_ids(report, the_id)
