@@ -51,7 +51,7 @@ from correlator.extract.extractor import (
     ExtractOptions,
     extract,
 )
-from correlator.extract.timestamps import resolve_tz
+from correlator.extract.timestamps import resolve_tz, zone_name
 from correlator.model import (
     Anchor,
     DiagCode,
@@ -657,7 +657,8 @@ class Follower:
                     f"{n} generation(s) between the first and the latest {MAX_GENERATIONS - 1} not kept",
                     DiagCode.MATCHES_NOT_KEPT, n),))
         report = pipeline.correlate(digests, self.rules, self.found_diags, started=time.perf_counter(),
-                                    job_id=self.opts.job_id, engine_name="follow", scanner=self.engine.scanner.name)
+                                    job_id=self.opts.job_id, engine_name="follow", scanner=self.engine.scanner.name,
+                                    zone=zone_name(self.xopts.tz))
         if self.opts.redact:
             from correlator.report.redact import redact_report
 
