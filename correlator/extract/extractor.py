@@ -897,7 +897,7 @@ def _match_who(state: _State, buf: _Buffer, start: int, prefix: Prefix, pbytes: 
 def _may_name_host(prefix: Prefix, caps: dict[str, str], msg: str) -> bool:
     """Whether ``_who`` may find a host for this line (in its captures, its prefix, an NCCL origin
     or a syslog header)."""
-    return bool(caps.get("host") or prefix.host or " kernel: " in msg or nccl_origin(msg) is not None)
+    return bool(caps.get(Capture.HOST) or prefix.host or " kernel: " in msg or nccl_origin(msg) is not None)
 
 
 def _build(state: _State, buf: _Buffer, pm: _Pending) -> Match:

@@ -622,7 +622,8 @@ _GAP_SHARE = 0.12
 def _gap_note(view: views.View, root_s: float, xr: float, cy: float, x_of: Callable[[float], float],
               inside: Callable[[float], bool], plot_w: float) -> str:
     """The wait between the root and the other ranks' first error, drawn along the root's lane as an
-    arrow and said in words: for a watchdog timeout, the NCCL timeout the peers waited out."""
+    arrow and said in words, with the first collateral group's title (for a watchdog timeout, the
+    NCCL timeout the peers waited out)."""
     firsts = [(t, g) for g in view.collateral if (t := parse_iso(g.first)) is not None and t > root_s]
     if not firsts:
         return ""
@@ -630,10 +631,7 @@ def _gap_note(view: views.View, root_s: float, xr: float, cy: float, x_of: Calla
     x = x_of(t)
     if not inside(t) or x - xr < _GAP_SHARE * plot_w:
         return ""
-    watchdog = any(g.rule.startswith("nccl.watchdog") and parse_iso(g.first) == t for g in view.collateral)
-    what = ("the other ranks waited out their NCCL watchdog timeout" if watchdog
-            else f"until the other ranks' first error ({group.rule})")
-    label = f"{fmt_delta(t - root_s)}: {what}"
+    label = f"{fmt_delta(t - root_s)}: until the other ranks' first error ({group.title or group.rule})"
     return (f'<g class="gap"><line class="gapline" x1="{xr + 10:.1f}" y1="{cy:.1f}" x2="{x - 4:.1f}" y2="{cy:.1f}"/>'
             f'<polygon points="{x - 4:.1f},{cy - 4:.1f} {x:.1f},{cy:.1f} {x - 4:.1f},{cy + 4:.1f}"/>'
             f'<text class="gaplbl" x="{(xr + x) / 2:.1f}" y="{cy - 3:.1f}" text-anchor="middle">{_e(label)}</text></g>')
