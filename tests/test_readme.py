@@ -1,7 +1,8 @@
 """The README's example output is what the command it shows prints (issue 15 item 14): every
 fenced block of the README whose lines start with ``$ correlate`` is run, command by command, from
 the repository root, and its output compared line for line. Only the run time in the summary's
-last line (``read ... in 0.41 s``) may differ. ``CORRELATE_UPDATE_README=1`` writes the outputs
+last line (``read ... in 0.41 s``) may differ; the commands run with ``TZ=UTC``, the zone the
+README's machine had. ``CORRELATE_UPDATE_README=1`` writes the outputs
 into the README (review the diff)."""
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def test_the_readme_shows_examples() -> None:
 def _run(command: str) -> str:
     argv = shlex.split(command)
     assert argv[0] == "correlate"
-    r = subprocess.run([sys.executable, "-m", "correlator", *argv[1:]], capture_output=True, cwd=ROOT, timeout=300)
+    # the summary names the zone unstamped lines were read in: the README shows a machine in UTC
+    env = {**os.environ, "TZ": "UTC", "NO_COLOR": "1"}
+    r = subprocess.run([sys.executable, "-m", "correlator", *argv[1:]], capture_output=True, cwd=ROOT, timeout=300,
+                       env=env)
     assert r.returncode == 0, (command, r.stderr.decode())
     return r.stdout.decode()
 
