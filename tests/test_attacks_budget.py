@@ -135,6 +135,7 @@ def _about(diags, rule_id: str):
     return [d for d in diags if d.code is DiagCode.RULE_TIMEOUT and rule_id in d.message]
 
 
+@pytest.mark.slow
 def test_catastrophic_rule_spends_one_budget_across_files_and_workers(tmp_path, monkeypatch):
     """``(a|aa)+$`` over 60 files, three runaway lines each, on a pool of two forked workers: it
     was abandoned on 3 lines of every file (180 lines at the limit each); now its budget for the

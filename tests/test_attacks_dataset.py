@@ -313,6 +313,7 @@ print(reads)
 """
 
 
+@pytest.mark.slow
 def test_four_writers_of_one_job_at_once(fast_tmp: Path) -> None:
     """The old writer failed 'Directory not empty' about once in 60 runs of four writers."""
     signatures(fast_tmp)

@@ -386,6 +386,7 @@ def test_no_rule_text_is_masked():
     assert not changed, changed[:10]
 
 
+@pytest.mark.slow
 def test_masked_report_equals_the_unmasked_one():
     """The report of every sample job and real log is the same masked and unmasked: nothing in them
     is a secret (a case that holds one would be listed here with what it holds)."""

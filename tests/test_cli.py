@@ -239,6 +239,7 @@ def _help(*args: str) -> str:
     return r.stdout.decode()
 
 
+@pytest.mark.slow
 def test_dash_h_is_help_on_every_command():
     for args in COMMANDS:
         r = cli(*args, "-h", env={"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"})
@@ -246,6 +247,7 @@ def test_dash_h_is_help_on_every_command():
         assert r.stdout.decode() == _help(*args), args
 
 
+@pytest.mark.slow
 def test_no_boolean_option_reads_no_no():
     import re
 

@@ -37,6 +37,7 @@ def test_each_prefix_dialect_splits_its_examples_and_its_hint_catches_them(d):
     assert d.hint or d.covered_by in {x.name for x in PREFIX_DIALECTS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", PREFIX_DIALECTS, ids=[d.name for d in PREFIX_DIALECTS])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
@@ -66,6 +67,7 @@ def test_each_stamp_dialect_parses_its_examples_and_its_hint_catches_them(d):
         assert any(h.search(line.encode()) for h in STAMP_HINTS), (d.name, line)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", dialects.STAMPS, ids=[d.name for d in dialects.STAMPS])
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())

@@ -61,6 +61,7 @@ DIGEST = st.builds(
     confirmed_matches=I64)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(DIGEST)
 def test_any_digest_round_trips_exactly(d):

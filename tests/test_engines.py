@@ -114,6 +114,7 @@ def test_piece_bounds_are_line_starts(tmp_path):
     assert len(bounds) > 10
 
 
+@pytest.mark.slow
 def test_pool_with_a_split_file_equals_one_process(tmp_path, rules, monkeypatch):
     rnd = random.Random(11)
     big = b"".join(_job_text(rnd, n=16) for _ in range(30))
@@ -205,6 +206,7 @@ def test_dask_scheduler_in_another_folder_reads_relative_paths_and_names_what_a_
             cluster.wait(60)
 
 
+@pytest.mark.slow
 def test_dask_scheduler_nobody_listens_on_is_one_line_naming_it(tmp_path):
     """Once an "internal error" after 30 s of silence: now one ``error:`` line with the address,
     exit 2, after the client's connection timeout (``DASK_CONNECT_S``, said in the message)."""
@@ -313,6 +315,7 @@ def _window_run(engine, head: bytes, tail: bytes, tail_base: int = 5000):
              for k, w in writers.items()}, list(anchors.items()), dict(state.last_stamp))
 
 
+@pytest.mark.slow
 @needs_hs
 @settings(max_examples=300, deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 120), st.integers(0, 120))

@@ -276,6 +276,7 @@ log = "bbbb"
 """
 
 
+@pytest.mark.slow
 def test_catastrophic_user_rule_is_abandoned_with_one_diagnostic(tmp_path):
     rules = tmp_path / "rules" / "slow"
     rules.mkdir(parents=True)

@@ -45,6 +45,7 @@ def peak_rss_mb(args: list[str], feed: list[str] | None = None, timeout: float =
     return int(kib) / 1024, json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_big_combined_stream_on_stdin():
     mb, report = peak_rss_mb(["-"], GEN + ["combined", "--ranks", "64", "--size", "300M", "-o", "-"])
     assert report["stats"]["bytes"] > 300e6
@@ -59,6 +60,7 @@ def test_one_huge_line():
     assert mb <= LIMIT_MB, f"peak RSS {mb:.0f} MB for one 256 MB line"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["2"])
 def test_many_files_and_a_split_big_file(tmp_path, workers):
     subprocess.run(GEN + ["ranks", "--ranks", "256", "--per-rank", "200K", "-o", str(tmp_path / "ranks")],

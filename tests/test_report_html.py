@@ -225,6 +225,7 @@ def test_page_loads_in_chromium(name: str, report: Report, tmp_path: Path) -> No
 from report_fixtures import REPO, SAMPLE_JOBS, analyze_job, write_job  # noqa: E402,F401
 
 
+@pytest.mark.slow
 def test_every_sample_job_renders_as_html_and_loads_in_chromium(tmp_path: Path) -> None:
     jobs = [(write_job(tmp_path / "inline", "9001"), "9001")] + [(p, p.name) for p in SAMPLE_JOBS]
     for index, (folder, job_id) in enumerate(jobs):

@@ -35,6 +35,7 @@ def test_rule_examples(rule, scanner):
                 f"examples[{i}]: captures {[dict(m.captures) for m in mine]} lack {want}")
 
 
+@pytest.mark.slow
 def test_rules_check_is_clean():
     rules, problems = load_all([])
     problems += check_patterns(rules)

@@ -180,6 +180,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_every_rule_has_a_page_and_every_link_resolves(site):
     pages = sorted((site / "rules").glob("*.html"))
     assert len(pages) == len(RULES) == len({page_name(r.id) for r in RULES})
