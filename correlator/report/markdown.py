@@ -31,7 +31,7 @@ from correlator.model import (
 )
 from correlator.report import view as views
 from correlator.report.safe import visible, visible_lines
-from correlator.report.view import fmt_duration, fmt_time, parse_dt, parse_iso, rank_ranges, who
+from correlator.report.view import fmt_duration, fmt_time, parse_dt, parse_iso, rank_ranges, time_span, who
 
 __all__ = ["fmt_duration", "fmt_time", "parse_dt", "parse_iso", "rank_ranges", "who"]  # shared with html, trace
 
@@ -124,19 +124,6 @@ def _seq_text(value: object) -> str:
         shown = ", ".join(items[:LIST_LIMIT])
         return f"{len(items)}: {shown}" + (f", … and {more} more" if more > 0 else "")
     return str(value)
-
-
-def time_span(report: Report) -> tuple[str | None, str | None]:
-    """The first and last time the report knows of (job facts first, then ranks, then timeline)."""
-    job = report.job
-    if job.start is not None or job.end is not None:
-        return job.start, job.end
-    times = [t for r in report.ranks for t in (r.first_time, r.last_time) if t]
-    times += [e.time for e in report.timeline if e.time]
-    if not times:
-        return None, None
-    keyed = sorted((parse_iso(t) or 0.0, t) for t in times)
-    return keyed[0][1], keyed[-1][1]
 
 
 def job_hosts(report: Report) -> list[str]:

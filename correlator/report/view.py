@@ -379,7 +379,8 @@ def job_end_title(report: Report) -> str:
     return ""
 
 
-def _span(report: Report) -> tuple[str | None, str | None]:
+def time_span(report: Report) -> tuple[str | None, str | None]:
+    """The first and last time the report knows of (job facts first, then ranks, then timeline)."""
     if report.job.start is not None or report.job.end is not None:
         return report.job.start, report.job.end
     times = [t for r in report.ranks for t in (r.first_time, r.last_time) if t]
@@ -391,7 +392,7 @@ def _span(report: Report) -> tuple[str | None, str | None]:
 
 
 def _impact(report: Report, root: RootView | None) -> Impact:
-    start, end = _span(report)
+    start, end = time_span(report)
     n = report.job.ranks if report.job.ranks else (len(report.ranks) or None)
     lo, hi = parse_iso(start), parse_iso(end)
     at = parse_iso(root.time) if root is not None else None
