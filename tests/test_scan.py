@@ -59,6 +59,23 @@ def test_trim_tail_drops_what_may_match_nothing_and_keeps_a_repeat_minimum():
     assert trim_tail(r"x(") == "x("
 
 
+def test_trim_tail_reads_the_regex_modules_named_group_spelling():
+    """``(?<name>...)`` is ``regex``'s spelling of ``(?P<name>...)``: ``re`` cannot compile it, and
+    trim_tail used to leave 56 such rule patterns whole (DeepSpeed's ``OVERFLOW! Rank N Skipping
+    step.`` was reported once per byte of its optional loss-scale tail)."""
+    from correlator.extract.scan import trim_tail
+
+    assert trim_tail(r"OVERFLOW! Rank (?<rank>\d+) Skipping step\.(?: Attempted loss scale: (?<s>[\d.]+))?") \
+        == r"OVERFLOW! Rank (?<rank>\d+) Skipping step\."
+    assert trim_tail(r"failure: (?<error>[^\n]+)") == r"failure: (?<error>[^\n])"
+    assert trim_tail(r"to (?<x>[\d.e+-]+)") == trim_tail(r"to (?P<x>[\d.e+-]+)").replace("?P<", "?<")
+    # lookbehinds are not names, and a class holding "(?<" is a class
+    assert trim_tail(r"a(?<=a)b+") == r"a(?<=a)b"
+    assert trim_tail(r"a[(?<x>]*(?<y>b+)") == r"a[(?<x>]*(?<y>b)"
+    # a named group that may match nothing is dropped like any other
+    assert trim_tail(r"Skipping step(?<tail> [^\n]*)?") == "Skipping step"
+
+
 def test_trimmed_prefilters_match_every_line_their_rules_match(rules):
     """The trimmed pattern is a prefilter: wherever a rule's own pattern matches an example line of
     any rule, the trimmed one matches too (else Hyperscan would hide that line)."""
@@ -88,6 +105,11 @@ def test_a_rest_of_line_capture_is_reported_once_not_once_per_byte(rules):
     hits: list[int] = []
     eng.scanner._db.scan(line, match_event_handler=lambda *a: hits.append(a[0]), scratch=eng.scanner._scratch)
     assert hits and len(hits) < 30  # was one report per byte of the message for the exception rule
+    hits.clear()
+    line = b"[2026-03-02 14:01:03,250] [INFO] [loss_scaler.py:183] OVERFLOW! Rank 5 Skipping step. " \
+           b"Attempted loss scale: 65536.0, reducing to 32768.0\n"
+    eng.scanner._db.scan(line, match_event_handler=lambda *a: hits.append(a[0]), scratch=eng.scanner._scratch)
+    assert hits and len(hits) < 4  # a named group's optional tail: once per byte of it before
 
 
 def test_a_pattern_the_combined_database_misses_is_found_by_its_keywords(monkeypatch, tmp_path):

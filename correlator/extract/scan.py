@@ -167,8 +167,38 @@ def _tokens(p: str) -> list[tuple[str, str]] | None:
     return out
 
 
+#: a named group in the ``regex`` module's other spelling, ``(?<name>...)`` (not a lookbehind)
+_NAMED_ANGLE = re.compile(r"\(\?<(?=[A-Za-z_])")
+
+
+def _as_re(rx: str) -> str:
+    """``rx`` in the spelling Python's ``re`` reads: the rules are ``regex`` patterns, whose
+    ``(?<name>`` is ``re``'s ``(?P<name>`` (outside character classes; escapes kept)."""
+    if "(?<" not in rx:
+        return rx
+    out: list[str] = []
+    i, n = 0, len(rx)
+    while i < n:
+        c = rx[i]
+        if c == "\\":
+            out.append(rx[i:i + 2])
+            i += 2
+        elif c == "[":
+            j = class_end(rx, i)
+            out.append(rx[i:j])
+            i = j
+        elif _NAMED_ANGLE.match(rx, i):
+            out.append("(?P<")
+            i += 3
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def _may_be_empty(rx: str) -> bool:
     try:
+        rx = _as_re(rx)
         return re.fullmatch(rx, "") is not None or re.search(rx, "") is not None
     except re.error:
         return False
@@ -196,9 +226,11 @@ def trim_tail(p: str) -> str:
             continue
         if q and (q[0] == "+" or (qm is not None and qm.group(2))):  # X+, X{m,}, X{m,n}: X{m}
             toks[-1] = (atom, "" if low == 1 else f"{{{low}}}")
-        elif not q and atom.startswith(("(?:", "(?P<")) or (not q and atom.startswith("(") and atom[1:2] != "?"):
+        elif not q and (atom.startswith(("(?:", "(?P<")) or _NAMED_ANGLE.match(atom)) \
+                or (not q and atom.startswith("(") and atom[1:2] != "?"):
             # a plain or named group at the end: trim inside it
-            head = "(?:" if atom.startswith("(?:") else atom[: atom.index(">") + 1] if atom.startswith("(?P<") else "("
+            head = "(?:" if atom.startswith("(?:") else atom[: atom.index(">") + 1] \
+                if atom.startswith("(?P<") or _NAMED_ANGLE.match(atom) else "("
             body = atom[len(head):-1]
             inner = trim_tail(body)
             if inner and inner != body and not _may_be_empty(inner):
@@ -208,7 +240,7 @@ def trim_tail(p: str) -> str:
     if not out or _may_be_empty(out):
         return p
     try:
-        re.compile(out)
+        re.compile(_as_re(out))
     except re.error:
         return p
     return out
