@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import os
 import sys
 import time
@@ -32,10 +33,13 @@ sys.path.insert(0, str(HERE))
 import gen_speed  # noqa: E402
 import speed  # noqa: E402
 
-#: (label, function of correlator.extract.extractor); ``_count_nl`` inside a candidate is the
-#: candidates' (the clock knows which it is in)
-PHASES = (("scan", "_scan_region"), ("candidates", "_process_candidates"), ("line counts", "_count_nl"),
-          ("windows", "_window_facts"), ("NUL/UTF-8", "_hygiene"), ("finish", "Extractor.finish"))
+#: (label, where the phase's function is called from: (module of correlator.extract, attribute path));
+#: a function imported by name is wrapped in each module that calls it. ``count_nl`` inside a
+#: candidate is the candidates' (the clock knows which it is in)
+PHASES = (("scan", (("extractor", "scan_region"),)), ("candidates", (("confirmer", "Confirmer.process"),)),
+          ("line counts", (("extractor", "count_nl"), ("confirmer", "count_nl"))),
+          ("windows", (("windows", "Windows.facts"),)), ("NUL/UTF-8", (("reader", "Hygiene.check"),)),
+          ("finish", (("extractor", "Extractor.finish"),)))
 
 
 class Clock:
@@ -71,14 +75,18 @@ def profile_file(path: Path, repeat: int) -> tuple[float, float, dict[str, float
     ex.extract(src, engine, opts)  # warm: caches, page cache
     clock = Clock()
     missing, undo = [], []
-    for label, name in PHASES:
-        owner, attr = (ex.Extractor, name.split(".")[1]) if "." in name else (ex, name)
-        fn = getattr(owner, attr, None)
-        if fn is None:
-            missing.append(name)
-            continue
-        setattr(owner, attr, clock.wrap(label, fn))
-        undo.append((owner, attr, fn))
+    for label, places in PHASES:
+        for module, name in places:
+            owner = importlib.import_module(f"correlator.extract.{module}")
+            *path, attr = name.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            fn = getattr(owner, attr, None)
+            if fn is None:
+                missing.append(f"{module}.{name}")
+                continue
+            setattr(owner, attr, clock.wrap(label, fn))
+            undo.append((owner, attr, fn))
     try:
         c, t = time.process_time(), time.perf_counter()
         for _ in range(repeat):

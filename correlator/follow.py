@@ -44,13 +44,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from correlator import pipeline
 from correlator.extract import sources
-from correlator.extract.extractor import (
-    KEEP_FIRST,
-    KEEP_LAST,
-    Engine,
-    ExtractOptions,
-    extract,
-)
+from correlator.extract.confirmer import KEEP_FIRST, KEEP_LAST
+from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.extract.timestamps import resolve_tz, zone_name
 from correlator.model import (
     Anchor,

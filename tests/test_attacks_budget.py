@@ -74,19 +74,19 @@ def test_error_at_the_end_of_an_over_long_line_is_the_root(tmp_path, kind):
 
 def test_over_long_line_keeps_start_last_frame_start_and_end(engine):
     """Unit view: what of an over-long line is matched, and that the kept parts are separate frames."""
-    from correlator.extract.extractor import LONG_LINE_END_BYTES, MAX_LINE_BYTES, _decode
+    from correlator.extract.lines import LONG_LINE_END_BYTES, MAX_LINE_BYTES, decode
 
     start = "[rank3]: first frame"
     last = "RuntimeError: CUDA error: an illegal memory access was encountered"
     line = (start + _frames(30000) + "\r" + last + " " + "q" * (LONG_LINE_END_BYTES + 10) + "END").encode()
     assert len(line) > MAX_LINE_BYTES
-    text = _decode(line)
+    text = decode(line)
     assert len(text.encode()) <= MAX_LINE_BYTES
     assert text.startswith(start) and text.endswith("END")
     frames = text.split("\r")
     assert any(f.startswith(last) for f in frames)  # the start of the last frame, as its own frame
     # an ordinary line is decoded whole, as before
-    assert _decode(b"plain line \x1b[31mred\x1b[0m") == "plain line red"
+    assert decode(b"plain line \x1b[31mred\x1b[0m") == "plain line red"
 
 
 @pytest.mark.parametrize("chunk", [None, 1 << 20])

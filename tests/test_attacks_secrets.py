@@ -461,7 +461,7 @@ def test_an_event_keeps_the_run_a_frame_boundary_cuts_and_nothing_else():
     """The unit: what an event's text keeps of the frame before its own: only a run of token
     characters that the ``\\r`` cuts (16 characters or more in all) and that is no part of what the
     rule matched (it matches the frame without it); progress frames are left as they were."""
-    from correlator.extract.extractor import _event_text
+    from correlator.extract.confirmer import event_text
 
     def error_after(rest: str) -> bool:  # a rule that matches "OSError" or "RuntimeError: CUDA"
         return "OSError" in rest or "RuntimeError: CUDA" in rest
@@ -469,8 +469,8 @@ def test_an_event_keeps_the_run_a_frame_boundary_cuts_and_nothing_else():
     token = "hf_" + _tok("unit-cut", 34, string.ascii_letters)
     msg = f"Logging in with {token[:12]}\r{token[12:]} OSError: 401 Client Error"
     frame = msg.split("\r")[-1]
-    assert _event_text(msg, frame, error_after) == f"{token[:12]}\r{frame}"
-    assert redact(_event_text(msg, frame, error_after)) == f"hf_{MASK} OSError: 401 Client Error"
+    assert event_text(msg, frame, error_after) == f"{token[:12]}\r{frame}"
+    assert redact(event_text(msg, frame, error_after)) == f"hf_{MASK} OSError: 401 Client Error"
     for msg in (" 45%|████▌     | 9/20 [00:01<00:02,  5.61it/s]\rTraceback (most recent call last): OSError",
                 # the run after the cut is the error itself: the rule does not match without it
                 "Epoch 3: 100%|██████████| 10/10\rRuntimeError: CUDA error: unspecified launch failure",
@@ -478,8 +478,8 @@ def test_an_event_keeps_the_run_a_frame_boundary_cuts_and_nothing_else():
                 "step_000123\rab OSError",  # too short to be a credential
                 ):
         frame = msg.split("\r")[-1]
-        assert _event_text(msg, frame, error_after) == frame, msg
-    assert _event_text("OSError\rOSError", "OSError", error_after) == "OSError"  # the first frame: nothing before it
+        assert event_text(msg, frame, error_after) == frame, msg
+    assert event_text("OSError\rOSError", "OSError", error_after) == "OSError"  # the first frame: nothing before it
 
 
 def test_a_token_cut_by_the_length_cap():

@@ -24,7 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobs import T0, combined_srun, glog, py, rank_lines
 
-import correlator.extract.extractor as ex
+import correlator.extract.reader as reader
+import correlator.extract.statements as statements
+import correlator.extract.windows as windows
 from correlator.extract import engines
 from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.extract.scan import hyperscan_available
@@ -306,13 +308,18 @@ def _window_text(rnd: random.Random, n: int, pool: list[str] = _WINDOW_LINES) ->
     return ("\n".join(out) + ("\n" if rnd.random() < 0.8 else "")).encode()
 
 
+def _windows(engine) -> windows.Windows:
+    from correlator.extract.lines import Context, Stamps
+
+    return windows.Windows(Context(SourceInfo(path="x.log", kind="memory"), Stamps(UTC, None), engine.scanner))
+
+
 def _window_run(engine, head: bytes, tail: bytes, tail_base: int = 5000):
-    state = ex._State(SourceInfo(path="x.log", kind="memory"), engine, ExtractOptions(tz=UTC))
-    writers, anchors = {}, {}
-    ex._window_facts(state, head, 0, writers, anchors, head=True)
-    ex._window_facts(state, tail, tail_base, writers, anchors, head=False)
+    w = _windows(engine)
+    w.facts(head, 0, head=True)
+    w.facts(tail, tail_base, head=False)
     return ({k: (w.lines, w.first_ns, w.last_ns, w.last_offset, w.last_step, w.last_step_ns, w.who)
-             for k, w in writers.items()}, list(anchors.items()), dict(state.last_stamp))
+             for k, w in w.writers.items()}, list(w.anchors.items()))
 
 
 @pytest.mark.slow
@@ -325,14 +332,14 @@ def test_window_facts_fast_path_equals_line_by_line(rules, rnd, a, b):
         head += b"\n"
     fast, slow = Engine(rules, "hyperscan"), Engine(rules, "regex")
     assert _window_run(fast, head, tail) == _window_run(slow, head, tail)
-    saved = ex.ANCHORS_PER_WINDOW
-    ex.ANCHORS_PER_WINDOW = rnd.choice([1, 3])  # the per-writer cap on step anchors, exercised
+    saved = windows.ANCHORS_PER_WINDOW
+    windows.ANCHORS_PER_WINDOW = rnd.choice([1, 3])  # the per-writer cap on step anchors, exercised
     try:
         assert _window_run(fast, head, tail) == _window_run(slow, head, tail)
         assert _window_run(fast, head, head, 0) == _window_run(slow, head, head, 0)  # a small file
         assert _window_run(fast, head, head + tail, 0) == _window_run(slow, head, head + tail, 0)  # under 2 MiB
     finally:
-        ex.ANCHORS_PER_WINDOW = saved
+        windows.ANCHORS_PER_WINDOW = saved
 
 
 _HIDING = ("\x1b[1m[rank1]:", "\x1b[0m3: ", "14\x1b[0m:00")
@@ -348,12 +355,11 @@ def test_window_facts_fast_path_reads_ansi_coloured_lines_as_line_by_line(rules,
     head, tail = _window_text(rnd, a, _ONE_WRITER_ANSI), _window_text(rnd, b, _ONE_WRITER_ANSI)
     head += b"\n" if not head.endswith(b"\n") else b""
     fast, slow = Engine(rules, "hyperscan"), Engine(rules, "regex")
-    state = ex._State(SourceInfo(path="x.log", kind="memory"), fast, ExtractOptions(tz=UTC))
     if b"\x1b" in tail:
-        assert ex._window_facts_fast(state, tail, 0, {}, {}, head=False)  # (not the loop)
+        assert _windows(fast).facts_fast(tail, 0, head=False)  # (not the loop)
     assert _window_run(fast, head, tail) == _window_run(slow, head, tail)
     hidden = tail + (b"" if tail.endswith(b"\n") else b"\n") + b"\x1b[0m3: [default1]:agent step 9\n"
-    assert not ex._window_facts_fast(state, hidden, 0, {}, {}, head=False)
+    assert not _windows(fast).facts_fast(hidden, 0, head=False)
     assert _window_run(fast, head, hidden) == _window_run(slow, head, hidden)
 
 
@@ -365,12 +371,12 @@ def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
     cut = data.rfind(b"\n") + 1
     if cut == 0:
         return None
-    saved = ex.HOLD_LINES, ex.HOLD_BYTES
-    ex.HOLD_LINES, ex.HOLD_BYTES = hold_lines, hold_bytes
+    saved = reader.HOLD_LINES, reader.HOLD_BYTES
+    reader.HOLD_LINES, reader.HOLD_BYTES = hold_lines, hold_bytes
     try:
-        cut = ex._hold_back(data, cut)
+        cut = reader.hold_back(data, cut)
     finally:
-        ex.HOLD_LINES, ex.HOLD_BYTES = saved
+        reader.HOLD_LINES, reader.HOLD_BYTES = saved
     return data[:cut], data[cut:]
 
 
@@ -378,13 +384,13 @@ def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
 @given(st.binary(max_size=60).map(lambda b: b.replace(b"\x00", b"\n")),
        st.binary(max_size=120).map(lambda b: b.replace(b"\x00", b"\n").replace(b"\x01", b"\n")))
 def test_cut_found_without_joining_equals_the_two_copy_cut(carry, chunk):
-    saved = ex.HOLD_LINES, ex.HOLD_BYTES
-    ex.HOLD_LINES, ex.HOLD_BYTES = 5, 40  # small holds, so that they reach back into the carry
+    saved = reader.HOLD_LINES, reader.HOLD_BYTES
+    reader.HOLD_LINES, reader.HOLD_BYTES = 5, 40  # small holds, so that they reach back into the carry
     try:
-        cut = ex._cut_index(carry, chunk)
+        cut = reader.cut_index(carry, chunk)
         got = None if cut is None else ((carry + chunk)[:cut], (carry + chunk)[cut:])
     finally:
-        ex.HOLD_LINES, ex.HOLD_BYTES = saved
+        reader.HOLD_LINES, reader.HOLD_BYTES = saved
     if got is not None:
         assert got == _two_copy_cut(carry, chunk, 5, 40)
 
@@ -401,10 +407,10 @@ _PREFIX_PARTS = [b"\n", b" ", b"\t", b"5: ", b"12: ", b"[rank3]:", b"[default1]:
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from(_PREFIX_PARTS), max_size=30).map(b"".join))
 def test_line_start_captures_equal_the_multiline_findall(text):
-    want = set(ex._RANK_PREFIX.findall(text)) | set(ex._SRUN_PREFIX.findall(text))
-    assert ex._line_start_captures(text, False) == want
+    want = set(statements._RANK_PREFIX.findall(text)) | set(statements._SRUN_PREFIX.findall(text))
+    assert statements.line_start_captures(text, False) == want
     if hyperscan_available():
-        assert ex._line_start_captures(text, True) == want
+        assert statements.line_start_captures(text, True) == want
 
 
 def test_batches_keep_order_and_cover_every_file():

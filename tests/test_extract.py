@@ -125,30 +125,31 @@ def test_look_ahead_reaches_across_buffers(engine):
 # --- head and tail windows: small for one writer, large for a combined stream -----------------------
 
 def _window_sizes(engine, text: str, monkeypatch) -> list[tuple[bool, int]]:
-    import correlator.extract.extractor as ex
+    from correlator.extract.windows import Windows
 
     seen: list[tuple[bool, int]] = []
-    real = ex._window_facts
+    real = Windows.facts
 
-    def spy(state, data, base, writers, anchors, head):
+    def spy(self, data, base, head):
         seen.append((head, len(data)))
-        return real(state, data, base, writers, anchors, head)
+        return real(self, data, base, head)
 
-    monkeypatch.setattr(ex, "_window_facts", spy)
+    monkeypatch.setattr(Windows, "facts", spy)
     d = digest_of(engine, text)
     assert d.streams  # the windows still gave the facts
     return seen
 
 
 def test_one_writers_file_gets_small_windows_a_combined_stream_large_ones(engine, monkeypatch):
-    import correlator.extract.extractor as ex
+    import correlator.extract.windows as ex
+    from correlator.extract.lines import one_writer
 
     # a rank's own file: plain lines, and torchrun's [rank5]: tag on its stderr lines
     own = "".join(f"2026-03-02 14:{i // 60 % 60:02d}:{i % 60:02d},000 - train - INFO - step={i} loss=2.1\n"
                   + (f"[rank5]:[W302 14:00:00.000000000 x.cpp:1] warning {i}\n" if i % 500 == 0 else "")
                   for i in range(60000))
     assert len(own) > ex.HEAD_BYTES + ex.TAIL_BYTES
-    assert ex._one_writer(own.encode())
+    assert one_writer(own.encode())
     sizes = _window_sizes(engine, own, monkeypatch)
     assert [h for h, _ in sizes] == [True, False]
     assert ex.HEAD_SIZES_ONE[0] - 200 < sizes[0][1] <= ex.HEAD_SIZES_ONE[0]
@@ -168,7 +169,7 @@ def test_one_writers_file_gets_small_windows_a_combined_stream_large_ones(engine
 
     combined = "".join(f"{r % 4}: [default{r % 2}]:2026-03-02 14:{i // 60 % 60:02d}:{i % 60:02d},000 - train - "
                        f"INFO - step={i} loss=2.1\n" for i in range(9000) for r in range(4))
-    assert not ex._one_writer(combined.encode())
+    assert not one_writer(combined.encode())
     monkeypatch.undo()
     sizes = _window_sizes(engine, combined, monkeypatch)
     assert ex.HEAD_BYTES - 200 < sizes[0][1] <= ex.HEAD_BYTES
@@ -180,16 +181,16 @@ def test_one_writers_file_gets_small_windows_a_combined_stream_large_ones(engine
 def test_regions_scanned_in_place_or_copied_give_the_same_digest(engine, chunk, in_place):
     """A region is scanned inside the buffer that also holds its look-back and look-ahead, or copied
     out when it is small beside them: the digest is the whole read's either way."""
-    import correlator.extract.extractor as ex
+    import correlator.extract.reader as ex
 
     text = _text()
     whole = digest_of(engine, text)
-    saved = ex._SCAN_IN_PLACE
-    ex._SCAN_IN_PLACE = 0 if in_place else 10**9
+    saved = ex.SCAN_IN_PLACE
+    ex.SCAN_IN_PLACE = 0 if in_place else 10**9
     try:
         cut = digest_of(engine, text, chunk=chunk)
     finally:
-        ex._SCAN_IN_PLACE = saved
+        ex.SCAN_IN_PLACE = saved
     assert _sig(cut) == _sig(whole)
     assert (cut.lines, cut.streams, cut.anchors, cut.identities) == (whole.lines, whole.streams, whole.anchors,
                                                                      whole.identities)
@@ -198,10 +199,11 @@ def test_regions_scanned_in_place_or_copied_give_the_same_digest(engine, chunk, 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(min_value=64, max_value=20000), st.integers(min_value=0, max_value=2000))
 def test_blocks_of_a_whole_file_give_the_whole_files_digest(engine, tmp_path_factory, block, at):
-    """A file read in one piece is scanned in line-aligned blocks (``_blocks``): any block size gives
+    """A file read in one piece is scanned in line-aligned blocks (``reader.blocks``): any block size gives
     the digest of one block (matches, line numbers, windows, and where the first NUL and the first
     invalid UTF-8 byte are)."""
     import correlator.extract.extractor as ex
+    import correlator.extract.reader as reader
     from correlator.model import SourceInfo
 
     lines = _text().split("\n")
@@ -216,17 +218,17 @@ def test_blocks_of_a_whole_file_give_the_whole_files_digest(engine, tmp_path_fac
 
     opts = ex.ExtractOptions(tz=resolve_tz("UTC"))
     whole = ex.extract(src, engine, opts)
-    saved = ex.BLOCK_BYTES
-    ex.BLOCK_BYTES = block
+    saved = reader.BLOCK_BYTES
+    reader.BLOCK_BYTES = block
     try:
-        pieces = list(ex._blocks(data, 0, len(data)))
+        pieces = list(reader.blocks(data, 0, len(data)))
         assert pieces[0][0] == 0 and pieces[-1][1] == len(data)
         assert all(b == c and data[b - 1:b] == b"\n" for (_, b), (c, _) in zip(pieces, pieces[1:]))
         if block < len(data) // 2:
             assert len(pieces) > 1
         cut = ex.extract(src, engine, opts)
     finally:
-        ex.BLOCK_BYTES = saved
+        reader.BLOCK_BYTES = saved
     assert _sig(cut) == _sig(whole)
     assert (cut.lines, cut.streams, cut.anchors, cut.identities, cut.diagnostics) == (
         whole.lines, whole.streams, whole.anchors, whole.identities, whole.diagnostics)

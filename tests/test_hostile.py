@@ -284,12 +284,12 @@ def test_unstamped_error_spam_costs_a_few_parses_per_line(engine, monkeypatch, p
     """A log of thousands of unstamped error lines (NCCL WARN spam, print-based training loops) once
     cost LOOK_LINES stamp parses per line (16 MiB: over 5 minutes); each line's search for the
     nearest stamps now continues where the previous line's stopped."""
-    import correlator.extract.extractor as ex
+    from correlator.extract import confirmer, lines, statements, windows
 
     n = 5000
     data = "".join(f"{prefix}RuntimeError: CUDA out of memory. Tried {i}\n" for i in range(n)).encode()
     calls = {"stamp": 0, "parse": 0}
-    stamp_of, parse_line = ex._stamp_of, ex._parse_line
+    stamp_of, parse_line = lines.Stamps.of, lines.parse_line
 
     def count_stamp(*a):
         calls["stamp"] += 1
@@ -299,8 +299,9 @@ def test_unstamped_error_spam_costs_a_few_parses_per_line(engine, monkeypatch, p
         calls["parse"] += 1
         return parse_line(*a)
 
-    monkeypatch.setattr(ex, "_stamp_of", count_stamp)
-    monkeypatch.setattr(ex, "_parse_line", count_parse)
+    monkeypatch.setattr(lines.Stamps, "of", count_stamp)
+    for module in (lines, confirmer, statements, windows):  # (each reads lines through its own name)
+        monkeypatch.setattr(module, "parse_line", count_parse)
     d = digest_of(engine, data)
     assert d.lines == n and d.matches
     assert calls["stamp"] <= 10 * n and calls["parse"] <= 30 * n, calls  # was ~800 stamp parses a line

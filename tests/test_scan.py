@@ -163,7 +163,7 @@ def test_digest_counts_what_the_fast_path_did(engine):
 def test_confirmed_counts_the_matches_past_the_caps(engine):
     from conftest import digest_of
 
-    from correlator.extract.extractor import KEEP_FIRST, KEEP_LAST
+    from correlator.extract.confirmer import KEEP_FIRST, KEEP_LAST
 
     n = 3 * (KEEP_FIRST + KEEP_LAST)
     d = digest_of(engine, NOISE + _watchdog(3) * n, name="rank-3.log")

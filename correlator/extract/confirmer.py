@@ -1,0 +1,543 @@
+"""Candidate lines in, matches out: the confirmation of one source's candidates.
+
+Owns what turns a scanner's candidate line into a ``Match``: the rules' confirmation (with their
+time budgets), who the line is about, its time (its own stamp, or inherited from its writer's
+neighbouring stamped lines, with bounds), its context, and the bookkeeping of what is kept -- the
+first ``KEEP_FIRST`` and last ``KEEP_LAST`` matches of each (rule, writer), the ones past the first
+counted as ``Pending`` and built only if they are still kept when their block ends. Fact lines go
+to ``statements``. It must not read the source or know its windows.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from correlator.extract.lines import (
+    MAX_LINE_BYTES,
+    MAYBE_PREFIX_RE,
+    WRITER_WINDOW,
+    Buffer,
+    Context,
+    line_who,
+    parse_line,
+    prefix_bytes,
+    with_stamp,
+)
+from correlator.extract.prefixes import Prefix, clean, nccl_origin, split_prefix
+from correlator.extract.reader import Hygiene, count_nl
+from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
+from correlator.extract.timestamps import Parsed
+from correlator.model import DiagCode, Diagnostic, Match, Role, Rule, Scope, TimeKind, Who
+from correlator.model.vocabulary import Capture
+from correlator.ruleset import RULE_EXCESS_BUDGET_S, RULE_MAX_TIMEOUTS, PatternTimeout, RuleSet
+
+if TYPE_CHECKING:
+    from correlator.extract.extractor import Engine
+
+#: matches kept per (rule, writer) in one source: the first ones and the last ones
+KEEP_FIRST, KEEP_LAST = 40, 10
+#: lines of a run on which a rule's pattern may hit the time limit before the rule is dropped for the
+#: rest of the run (``ruleset.RuleBudget``: shared by the forked workers of a run)
+MAX_TIMEOUTS = RULE_MAX_TIMEOUTS
+#: how many lines around a candidate are searched for a stamp or for context
+LOOK_LINES = 400
+CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
+#: how far before a line a rule's ``context_requires`` literal is looked for
+CONTEXT_REQUIRES_BYTES = 64 << 10
+#: an inherited time takes the next stamped line's time when it is at most this far from the previous
+INHERIT_NEXT_NS = 120 * 1_000_000_000
+
+#: a launcher prefix in the middle of a line: a progress bar without a newline, then a rank's line
+_EMBEDDED_PREFIX = re.compile(r"(?:\[(?:rank\d{1,6}|[A-Za-z_]{1,20}\d{1,5})\]:|\[\d{1,6},\d{1,6}\]<std(?:out|err)>:)+")
+#: mpirun's tag inside a line: another process's output cut into this one (no newline between them)
+_MPI_EMBEDDED = re.compile(r"\[\d{1,6},\d{1,6}\]<std(?:out|err)>:")
+#: the characters a token is made of (``report.redact``'s shapes): a run of them across the ``\r``
+#: before an event's frame may be a secret the frame boundary cut in two
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=-")
+#: a run across the cut at least this long is kept whole (the shortest credential shapes are 20)
+CUT_RUN_MIN = 16
+
+#: one shared copy of each (name, value) capture pair: a cascade of 100,000 ranks' watchdog lines
+#: captures the same SeqNum, op and timeout on every line (cleared when it grows past its cap)
+_PAIRS: dict[tuple[str, str], tuple[str, str]] = {}
+_PAIRS_CAP = 1 << 16
+
+
+def _captures(caps: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    if len(_PAIRS) > _PAIRS_CAP:
+        _PAIRS.clear()
+    return tuple(_PAIRS.setdefault(kv, kv) for kv in sorted(caps.items()))
+
+
+def event_text(msg: str, frame: str, matches: Callable[[str], bool]) -> str:
+    """The text an event keeps of ``frame`` (the ``\\r`` frame of ``msg`` its rule matched): the
+    frame, and when the ``\\r`` before it cuts a run of token characters that is no part of the
+    error (``Logging in with hf_abc\\rdef… OSError``: a token cut by a progress frame, its second
+    half a bare run of letters that the rule still ``matches`` the frame without) the run's start
+    too, joined by that ``\\r``. Masking then reads the token across the frame boundary, as it does
+    in a whole line of context; a run that is no secret is shown with its ``\\r``."""
+    if not frame or frame[0] not in _TOKEN_CHARS or msg.startswith(frame):
+        return frame
+    at = msg.find("\r" + frame)
+    if at <= 0:
+        return frame
+    lo = at
+    while lo > max(0, at - 256) and msg[lo - 1] in _TOKEN_CHARS:
+        lo -= 1
+    after = next((i for i, c in enumerate(frame[:256]) if c not in _TOKEN_CHARS), min(len(frame), 256))
+    if lo == at or at - lo + after < CUT_RUN_MIN or not matches(frame[after:]):
+        return frame
+    return msg[lo:at] + "\r" + frame
+
+
+def _still_matches(rs: RuleSet, index: int, text: str, *,
+                   context: Sequence[str] | Callable[[], Sequence[str]]) -> bool:
+    try:
+        return rs.confirm(index, text, context)[0] is not None
+    except PatternTimeout:
+        return False
+
+
+def _may_name_host(prefix: Prefix, caps: dict[str, str], msg: str) -> bool:
+    """Whether ``line_who`` may find a host for this line (in its captures, its prefix, an NCCL origin
+    or a syslog header)."""
+    return bool(caps.get(Capture.HOST) or prefix.host or " kernel: " in msg or nccl_origin(msg) is not None)
+
+
+@dataclass(slots=True)
+class _Scan:
+    """One writer's last search for the stamped lines around an unstamped line. Its next unstamped
+    line lies among the lines scanned after it, none of them stamped but perhaps the last: that
+    line's search starts where this one stopped instead of parsing the same lines again (a log
+    of many unstamped error lines cost LOOK_LINES parses per line; the result is the same)."""
+
+    at: int  # source offset of the line searched from
+    after: list[int]  # source offsets of the same writer's lines scanned after it
+    hit: int | None  # hi from the stamped line found after it (the last of ``after``)
+    lo: int | None  # time of the stamped line found before it, its offset, its distance in lines
+    lo_at: int | None
+    lo_dist: int
+
+
+#: the ``inherit`` memo key of a one-writer source's lines, tagged or not
+_ONE_WRITER_KEY = ("one-writer",)
+
+
+@dataclass(slots=True)
+class Pending:
+    """A confirmed match past the first KEEP_FIRST of its (rule, writer): what its line said, and
+    what of the state its time depends on at that point. Its time, rank and context are built only
+    if it is still among the last KEEP_LAST when its block ends (``Confirmer.build``); the others are
+    counted. A line that may name its writer's host while that writer's host is not known yet is
+    built at once (its rank may make that host the writer's, for the matches after it)."""
+
+    rule: Rule
+    caps: dict[str, str]
+    frame: str
+    #: the text the match shows (the frame, or its event's text when a frame boundary cut a run)
+    shown: str
+    #: the prefix the rank is read from (an embedded one's, if the frame held one), and the line's own
+    prefix: Prefix
+    line_prefix: Prefix
+    start: int
+    line_no: int
+    stamp: Parsed | None
+    key: tuple
+    pbytes: bytes
+    primary: bool
+    #: ``one_process_before`` at the line (it depends on how much of the probe was judged)
+    one_process: bool
+    #: the writers' last stamps that ``inherit`` may fall back on, as they were at the line
+    last: dict[tuple, int]
+    #: the writer's host as known at the line
+    host: str | None
+    alive: bool = True
+
+    @property
+    def rule_id(self) -> str:
+        return self.rule.id
+
+
+def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
+    """The lines around a failure that may become the root (the traceback above it)."""
+    before, after = buf.context(start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
+    return tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
+
+
+class Confirmer:
+    """One source's candidates confirmed, timed and kept (see the module's docstring)."""
+
+    def __init__(self, ctx: Context, engine: Engine, statements: Statements, hygiene: Hygiene) -> None:
+        self.ctx = ctx
+        self.engine = engine
+        self.statements = statements
+        self.hygiene = hygiene
+        self.matches: list[Match] = []
+        self.kept: dict[tuple[str, tuple], int] = defaultdict(int)
+        #: the last KEEP_LAST matches of each (rule, writer): built ones, and ones of the current block
+        #: not built yet (``Pending``, built when the block ends)
+        self.tail_keep: dict[tuple[str, tuple], list[Match | Pending]] = defaultdict(list)
+        self.dropped: dict[str, int] = defaultdict(int)
+        self.last_stamp: dict[tuple, int] = {}
+        #: the digest's cost counts: the scanner's reports on this source's regions (the scanner
+        #: counts over everything it scans), its candidate lines and confirmed matches
+        self.reports = 0
+        self.candidates = 0
+        self.confirmed = 0
+        #: rule id -> [lines on which its pattern hit the time limit, first such line]
+        self.timeouts: dict[str, list[int]] = {}
+        #: rule index -> line on which the rule spent its budget for the run, in this source
+        self.spent: dict[int, int] = {}
+        self.hosts: dict[tuple, str] = {}
+        #: the source's first ONE_WRITER_PROBE bytes, and the launcher prefix kinds found in them up
+        #: to ``kinds_to`` (``one_process_before``: judged on the bytes before a line only, so that
+        #: how the source was cut into buffers changes nothing)
+        self.probe = b""
+        self.kinds: set[bytes] = set()
+        self.kinds_to = 0
+        #: writer key -> what its last stamp search saw (the next unstamped line reuses it)
+        self.scans: dict[tuple, _Scan] = {}
+
+    # --- what is kept ---------------------------------------------------------------------------
+
+    def add_match(self, m: Match, key: tuple) -> None:
+        self.confirmed += 1
+        k = (m.rule_id, key)
+        n = self.kept[k]
+        self.kept[k] = n + 1
+        if n < KEEP_FIRST:
+            self.matches.append(m)
+            return
+        self._keep_last(k, m)
+
+    def counts_first(self, rule_id: str, key: tuple) -> bool:
+        """Whether the next match of ``rule_id`` by writer ``key`` is among its first KEEP_FIRST."""
+        return self.kept.get((rule_id, key), 0) < KEEP_FIRST
+
+    def add_pending(self, pm: Pending) -> None:
+        """Count a match past its first KEEP_FIRST; it is built (``build``) only if it is still
+        among the last KEEP_LAST when its block ends."""
+        self.confirmed += 1
+        k = (pm.rule.id, pm.key)
+        self.kept[k] += 1
+        self._keep_last(k, pm)
+
+    def _keep_last(self, k: tuple[str, tuple], m: Match | Pending) -> None:
+        last = self.tail_keep[k]
+        last.append(m)
+        if len(last) > KEEP_LAST:
+            gone = last.pop(0)
+            if isinstance(gone, Pending):
+                gone.alive = False
+            self.dropped[k[0]] += 1
+
+    def kept_matches(self) -> list[Match]:
+        """Every match kept, in no particular order (the first ones, then each ring of last ones)."""
+        matches = list(self.matches)
+        for kept in self.tail_keep.values():
+            for m in kept:
+                assert isinstance(m, Match)  # (a pending match is built, or dropped, when its block ends)
+                matches.append(m)
+        return matches
+
+    # --- one writer or several, by the bytes before a line ----------------------------------------
+
+    def add_probe(self, data: bytes, begin: int, end: int) -> None:
+        """The next bytes of the source's first ONE_WRITER_PROBE (``one_process_before`` judges them)."""
+        if len(self.probe) < ONE_WRITER_PROBE:
+            self.probe += data[begin:min(end, begin + ONE_WRITER_PROBE - len(self.probe))]
+
+    def one_process_before(self, at: int) -> bool:
+        """Whether the source's lines before source offset ``at`` (a line start; within the probe) are
+        one writer's, as ``lines.one_writer`` judges: kinds are gathered incrementally, each byte once."""
+        probe = self.probe
+        x = min(at, len(probe))
+        if x > self.kinds_to:
+            if self.kinds_to == 0:
+                first = MAYBE_PREFIX_RE.match(b"\n" + probe[:min(256, x)])
+                if first is not None:
+                    self.kinds.add(first.group(0))
+            self.kinds.update(MAYBE_PREFIX_RE.findall(probe, max(self.kinds_to - 1, 0), x))
+            self.kinds_to = x
+        return len(self.kinds) <= 1
+
+    # --- a match's time and writer --------------------------------------------------------------
+
+    def inherit(self, buf: Buffer, start: int, pbytes: bytes, key: tuple,
+                last: dict[tuple, int] | None = None) -> tuple[int | None, int | None, int | None]:
+        """(time, lo, hi) from the nearest stamped lines of the same writer before and after;
+        ``last``: the writers' last stamps as they were at the line (else ``self.last_stamp``)."""
+        stamps = self.ctx.stamps
+        data = buf.data
+        base = buf.base_offset
+        here = base + start
+        memo = self.scans.get(key)
+        i = -1
+        if memo is not None and memo.at < here and memo.after:
+            i = bisect_left(memo.after, here)
+            if i >= len(memo.after) or memo.after[i] != here:
+                i = -1
+        lo = lo_at = hi = None
+        lo_dist = 0
+        if i < 0:
+            for n, (s, e) in enumerate(buf.writer_before(start, pbytes, LOOK_LINES), 1):
+                p = stamps.of_line(data[s:e])
+                if p is not None:
+                    lo, lo_at, lo_dist = p.time_ns, base + s, n
+                    break
+            after: list[int] = []
+            budget, frm, ceiling = LOOK_LINES, start, None
+        else:
+            assert memo is not None
+            # the lines between the last search's line and this one carry no stamp (that line neither)
+            d = i + 1 + memo.lo_dist
+            floor = max(0, start - WRITER_WINDOW) if pbytes else 0  # as far back as writer_before looks
+            rel = memo.lo_at - base if memo.lo_at is not None else -1
+            if rel >= 0 and d <= LOOK_LINES and (rel > floor or rel == floor == 0):
+                lo, lo_at, lo_dist = memo.lo, memo.lo_at, d
+            after = memo.after[i + 1:]
+            hi = memo.hit
+            budget = LOOK_LINES - len(after)
+            frm = (after[-1] if after else here) - base
+            ceiling = start + WRITER_WINDOW if pbytes else None
+        if hi is None and budget > 0:
+            for s, e in buf.writer_after(frm, pbytes, budget):
+                if ceiling is not None and s + len(pbytes) > ceiling:
+                    break
+                after.append(base + s)
+                p = stamps.of_line(data[s:e])
+                if p is not None:
+                    hi = p.time_ns + p.resolution_ns
+                    break
+        self.scans[key] = _Scan(here, after, hi, lo, lo_at, lo_dist)
+        if lo is None:
+            lo = (self.last_stamp if last is None else last).get(key)
+        if lo is not None and hi is not None and hi < lo:
+            hi = lo  # a clock that stepped back: do not invent a negative interval
+        # An unstamped error line is most often the end of a traceback: printed as the exception
+        # ends the process, right before the next stamped line of the same process (exit warnings), long
+        # after the previous one (the step or save that failed may have run for minutes). So the time is
+        # the next stamped line's when it is near, else the previous one's; [lo, hi] is kept either way.
+        if lo is not None and hi is not None and hi - lo <= INHERIT_NEXT_NS:
+            return hi - 1, lo, hi
+        if lo is None and hi is not None:
+            return hi - 1, None, hi
+        return lo, lo, hi
+
+    def line_time(self, buf: Buffer, start: int, prefix: Prefix, pbytes: bytes, key: tuple,
+                  p: Parsed | None, one_process: bool, last: dict[tuple, int] | None = None
+                  ) -> tuple[int | None, int | None, int | None, TimeKind]:
+        """A match's (time, lo, hi, kind): its own stamp ``p``, else inherited from its writer's lines."""
+        if p is not None:
+            return p.time_ns, p.time_ns, p.time_ns + p.resolution_ns, TimeKind.OWN
+        if pbytes and one_process:
+            # one process's file (its stderr tagged [rankN]:, its stdout plain): the nearest stamped
+            # line of either is its time, not a tagged line from half an hour before
+            t, lo, hi = self.inherit(buf, start, b"", _ONE_WRITER_KEY, last)
+            return t, lo, hi, (TimeKind.INHERITED if t is not None else TimeKind.NONE)
+        t, lo, hi = self.inherit(buf, start, pbytes, key, last)
+        if t is None and prefix.task is not None and (prefix.rank is not None or prefix.local_rank is not None):
+            # "3: [rank3]: Traceback ...": a process's tagged stderr under srun --label; its srun
+            # task's own lines ("3: 2026-... INFO ...") are the nearest clock it has
+            outer = pbytes[:pbytes.find(b": ") + 2] if b": " in pbytes else b""
+            if outer and outer != pbytes:
+                t, lo, hi = self.inherit(buf, start, outer, (*key, "task-clock"), last)
+        return t, lo, hi, (TimeKind.INHERITED if t is not None else TimeKind.NONE)
+
+    def match_who(self, buf: Buffer, start: int, prefix: Prefix, pbytes: bytes, key: tuple, rule: Rule,
+                  caps: dict[str, str], frame: str) -> Who:
+        who = line_who(self.ctx.src, prefix, caps, frame)
+        if who.rank is None and who.local_rank is None and rule.role is not Role.TEARDOWN:
+            who = table_owner(buf, start, pbytes, who)
+        if who.host is None and key in self.hosts:
+            who = Who(who.rank, who.local_rank, who.task, self.hosts[key], who.pid)
+        elif who.host is not None and who.rank is not None:
+            self.hosts.setdefault(key, who.host)
+        return who
+
+    def build(self, buf: Buffer, pm: Pending) -> Match:
+        """The match a pending one stands for, as ``process`` would have built it at its line."""
+        src = self.ctx.src
+        t, lo, hi, kind = self.line_time(buf, pm.start, pm.line_prefix, pm.pbytes, pm.key, pm.stamp,
+                                         pm.one_process, pm.last)
+        context = _match_context(buf, pm.start, pm.pbytes) if pm.primary else ()
+        who = line_who(src, pm.prefix, pm.caps, pm.frame)
+        if who.rank is None and who.local_rank is None and pm.rule.role is not Role.TEARDOWN:
+            who = table_owner(buf, pm.start, pm.pbytes, who)
+        if who.host is None and pm.host is not None:
+            who = Who(who.rank, who.local_rank, who.task, pm.host, who.pid)
+        return Match(rule_id=pm.rule.id, path=src.path, line=pm.line_no, offset=buf.base_offset + pm.start,
+                     text=clean(pm.shown), who=who, time_ns=t, lo_ns=lo, hi_ns=hi, time_kind=kind,
+                     captures=_captures(pm.caps), context=context, attempt=src.attempt,
+                     tz_assumed=bool(pm.stamp and pm.stamp.tz_assumed))
+
+    # --- the candidates of one block ------------------------------------------------------------
+
+    def process(self, buf: Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
+        """Confirm, time and record the candidate lines; returns (line number, offset) of the last one
+        (the buffer's start when there was none), so the caller counts only the lines after it.
+
+        A candidate is confirmed before anything is built around it (an event rule's context only when
+        its line matched and it has patterns to try over the context). A confirmed match past the first
+        KEEP_FIRST of its rule and writer is only counted (``Pending``) until the block ends; then the
+        ones still among the last KEEP_LAST get their time, rank and context."""
+        engine = self.engine
+        rs = engine.ruleset
+        budget = engine.budget
+        src = self.ctx.src
+        stamps = self.ctx.stamps
+        data = buf.data
+        line_no = buf.base_line
+        counted_to = buf.begin
+        pending: list[Pending] = []
+        for start in sorted(lines):
+            if start < buf.begin:
+                continue
+            line_no += count_nl(data, counted_to, start)
+            counted_to = start
+            _, end = buf.line_at(start)
+            raw = data[start:end]
+            if len(raw) > MAX_LINE_BYTES:
+                self.hygiene.line_capped(line_no)
+            prefix, msg = parse_line(raw)
+            pbytes = prefix_bytes(raw, prefix)
+            key = prefix.key
+            rule_idx: set[int] = set()
+            for pid in lines[start]:
+                target = engine.pattern_rule[pid]
+                if target >= 0:
+                    rule_idx.add(target)
+                else:
+                    self.statements.fact(buf, -1 - target, start, prefix, msg, pbytes)
+            if not rule_idx:
+                continue
+            frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
+            found: list[tuple[Rule, dict[str, str], str]] = []
+            cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
+            made: dict[str, list[str]] = {}  # the line's event context (200 lines before, 60 after), once built
+
+            def around(rule: Rule, start: int = start, pbytes: bytes = pbytes, made: dict = made) -> list[str]:
+                if "before" not in made:
+                    made["before"] = buf.context(start, pbytes, 200, 0)[0]
+                ctx = made["before"][-rule.match.context_lines:] if rule.match.context_lines else []
+                if rule.match.context_after:
+                    if "after" not in made:
+                        made["after"] = buf.context(start, pbytes, 0, 60)[1]
+                    ctx = [*ctx, *made["after"][: rule.match.context_after]]
+                return ctx
+
+            for ri in rule_idx:
+                rule = rs.rules[ri]
+                if budget.disabled(ri):
+                    continue  # its budget for this run is spent
+                ctx: list[str] | Callable[[], list[str]] = []
+                if rule.match.scope is Scope.EVENT:
+                    if rule.match.context_requires and not any(
+                            data.rfind(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start) >= 0
+                            for lit in rule.match.context_requires):
+                        continue  # what its context must hold is not there
+                    ctx = lambda rule=rule: around(rule)  # noqa: E731 - built only if the line matched
+                for frame in frames:
+                    inner = _EMBEDDED_PREFIX.search(frame)
+                    if inner is not None and inner.start() > 0:
+                        frame = frame[inner.start():]
+                    try:
+                        caps, spent = rs.confirm(ri, frame, ctx, budget)
+                    except PatternTimeout as e:
+                        self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
+                        if e.spent:
+                            self.spent[ri] = line_no
+                        break
+                    if spent:
+                        self.spent[ri] = line_no
+                    if caps is not None:
+                        found.append((rule, caps, frame))
+                        if frame[:1] in _TOKEN_CHARS:
+                            cut_runs[rule.id] = event_text(msg, frame, partial(_still_matches, rs, ri, context=ctx))
+                        break
+                    if spent:
+                        break
+            if not found:
+                continue
+            top = max(r.priority for r, _, _ in found)
+            p = stamps.of(with_stamp(prefix, msg))
+            t: int | None
+            lo: int | None
+            hi: int | None
+            if p is not None:
+                self.last_stamp[key] = p.time_ns
+            primary = any(r.role is Role.PRIMARY for r, _, _ in found)
+            one_process = p is None and bool(pbytes) and self.one_process_before(buf.base_offset + start)
+            line_prefix = prefix
+            timed: tuple[int | None, int | None, int | None, TimeKind] | None = None
+            context: tuple[str, ...] | None = None
+            for rule, caps, frame in found:
+                if rule.priority != top:
+                    continue
+                if _EMBEDDED_PREFIX.match(frame):
+                    mpi = _MPI_EMBEDDED.match(frame) is not None
+                    inner_prefix, frame = split_prefix(frame)
+                    if (prefix.rank is None and prefix.local_rank is None) or (mpi and inner_prefix.rank is not None):
+                        prefix = Prefix(prefix.task if inner_prefix.task is None else inner_prefix.task,
+                                        inner_prefix.local_rank, inner_prefix.rank, prefix.length)
+                if not self.counts_first(rule.id, key) and (key in self.hosts
+                                                            or not _may_name_host(prefix, caps, frame)):
+                    last = {k: self.last_stamp[k] for k in (key, _ONE_WRITER_KEY, (*key, "task-clock"))
+                            if k in self.last_stamp} if p is None else {}
+                    pm = Pending(rule, caps, frame, cut_runs.get(rule.id, frame), prefix, line_prefix, start,
+                                 line_no, p, key, pbytes, primary, one_process, last, self.hosts.get(key))
+                    self.add_pending(pm)
+                    pending.append(pm)
+                    continue
+                if timed is None:
+                    timed = self.line_time(buf, start, line_prefix, pbytes, key, p, one_process)
+                if context is None:
+                    context = _match_context(buf, start, pbytes) if primary else ()
+                t, lo, hi, kind = timed
+                who = self.match_who(buf, start, prefix, pbytes, key, rule, caps, frame)
+                self.add_match(Match(
+                    rule_id=rule.id, path=src.path, line=line_no, offset=buf.base_offset + start,
+                    text=clean(cut_runs.get(rule.id, frame)), who=who, time_ns=t, lo_ns=lo, hi_ns=hi,
+                    time_kind=kind, captures=_captures(caps), context=context, attempt=src.attempt,
+                    tz_assumed=bool(p and p.tz_assumed),
+                ), key)
+        for pm in pending:  # (in line order) the pending matches still kept: built while their bytes are here
+            if pm.alive:
+                ring = self.tail_keep[(pm.rule.id, pm.key)]
+                ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
+        return line_no, counted_to
+
+    # --- what it says at the end ----------------------------------------------------------------
+
+    def timeout_diagnostics(self) -> list[Diagnostic]:
+        """A warning per rule whose pattern hit the time limit or spent its budget in this source."""
+        path = self.ctx.src.path
+        rules = self.engine.ruleset.rules
+        spent = {rules[ri].id: (ri, line) for ri, line in self.spent.items()}
+        out: list[Diagnostic] = []
+        for rule_id in sorted(set(self.timeouts) | set(spent)):
+            n, first_line = self.timeouts.get(rule_id, (0, 0))
+            said = (f"its pattern ran longer than the time limit on {n} line(s) (first: line {first_line}) and was "
+                    f"abandoned there" if n else "")
+            if rule_id in spent:
+                ri, line = spent[rule_id]
+                lost, excess = self.engine.budget.spent(ri)
+                said += ("; " if said else "") + (
+                    f"its time budget for this run is spent at line {line} ({lost} line(s) abandoned on the time "
+                    f"limit, {excess:.1f} s beyond what a linear pattern needs; the budget is {MAX_TIMEOUTS} lines or "
+                    f"{RULE_EXCESS_BUDGET_S:g} s): the rule was not tried again in this run")
+            out.append(Diagnostic(
+                "warning", path,
+                f"rule {rule_id}: {said} (a catastrophic pattern? check it with 'correlate rules check')",
+                DiagCode.RULE_TIMEOUT, n))
+        return out
+
+    def dropped_diagnostics(self) -> list[Diagnostic]:
+        return [Diagnostic("info", self.ctx.src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
+                           DiagCode.MATCHES_NOT_KEPT, n) for rule_id, n in sorted(self.dropped.items())]

@@ -1,0 +1,236 @@
+"""What a source's lines state about who is who: the identity statements of one source.
+
+Owns the built-in fact patterns (scanned with the rules: failure-table records, NCCL communicator
+init lines, torchelastic's rendezvous, Ray's worker tables), turning their lines into
+``IdentityFact``s, a failure table's owner of the lines inside it, and the census that tells a
+node's or a job's combined file from one rank's (``Statements.check_writers``). It must not know
+about rules or matches; the global stage joins the facts (``correlate.identity``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from correlator.extract.lines import Buffer, Context, parse_line, same_writer
+from correlator.extract.prefixes import Prefix, nccl_origin, ranks_in_text
+from correlator.model import FactSource, IdentityFact, Who
+
+#: the head bytes on which a source is judged one writer's or not
+ONE_WRITER_PROBE = 256 << 10
+#: how far into a file named like a rank's its workers' --tee tags are looked for (a node's workers
+#: all start at once: their tags are in the first lines)
+LOCAL_TAG_PROBE = 64 << 10
+#: bytes of a rank-named file searched for lines stating two ranks in their text (a node's processes
+#: all announce themselves at start-up; the whole 256 KiB probe cost 1.6 ms a file)
+RANK_TEXT_PROBE = 16 << 10
+
+_RANK_PREFIX = re.compile(rb"(?m)^(?:\s{0,6}\d{1,6}: )?(?:\[[A-Za-z_]*\d+\]:)?\[rank(\d{1,6})\]:")
+_SRUN_PREFIX = re.compile(rb"(?m)^\s{0,6}(\d{1,6}): ")
+# the same two, matched after a literal newline: a ``(?m)^`` pattern is tried at every byte, these
+# jump from newline to newline (about 10x faster); the first line is matched on its own
+_RANK_PREFIX_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?(?:\[[A-Za-z_]*\d+\]:)?\[rank(\d{1,6})\]:")
+_SRUN_PREFIX_NL = re.compile(rb"\n\s{0,6}(\d{1,6}): ")
+#: torchrun's --tee tag of a node's worker at a line start ("[default3]:", behind an srun label)
+_LOCAL_TAG_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?\[(?!rank\d)[A-Za-z_]+(\d{1,5})\]:")
+
+_TABLE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
+_TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
+_TABLE_EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)")
+_TABLE_SEP = re.compile(r"^\s*(?:\[\d+\]:\s*$|={20,}|-{20,}|Root Cause|Failures:|Other Failures:)")
+_NCCL_COMM = re.compile(r"NCCL INFO (?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)")
+_RDZV_GROUP = re.compile(r"group_rank=(\d+)")
+_NCCL_BUS = re.compile(r"\bbusId ([0-9a-fA-F]{1,16})\b")
+_RAY_PG = re.compile(r"Setting up process group for: \S+ \[rank=(\d+)\]")
+_RAY_TRAIN = re.compile(r"(?:\bip=(?P<ip>[\d.]{7,15}), )?pid=(?P<pid>\d+)\) world_rank=(?P<rank>\d+), local_rank=(?P<local>\d+)")
+_RDZV_GLOBAL = re.compile(r"global_ranks=\[([\d, ]*)\]")
+_RDZV_LOCAL = re.compile(r"local_ranks=\[([\d, ]*)\]")
+
+#: built-in fact patterns, scanned with the rules (ids after the rules' own): (name, regex, keywords)
+FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("table", r"rank\s*:\s*-?\d+\s*\(local_rank:\s*\d+\)", ("(local_rank:",)),
+    ("nccl-comm", r"NCCL INFO (?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank \d+ n[Rr]anks \d+",
+     ("NCCL INFO comm 0x", "NCCL INFO ncclCommInitRank")),
+    ("rendezvous", r"global_ranks=\[", ("global_ranks=[",)),
+    # Ray's torch runner (RaySGD, ray.train) names each worker's rank as it joins the process group
+    ("ray-pg", r"Setting up process group for: \S+ \[rank=\d+\]", ("Setting up process group for:",)),
+    # Ray Train's table of its workers: "- (node_id=..., ip=10.0.3.11, pid=5003) world_rank=3, local_rank=1, ..."
+    ("ray-train", r"pid=\d+\) world_rank=\d+, local_rank=\d+", ("world_rank=",)),
+)
+
+
+def line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
+    """``set(_RANK_PREFIX.findall(text)) | set(_SRUN_PREFIX.findall(text))``, faster. With
+    ``hyperscan``, only the lines Hyperscan says may hold such a prefix are matched (a match that
+    reaches over blank lines gives the same capture on the line holding the number)."""
+    out: set[bytes] = set()
+    if hyperscan:
+        from correlator.extract.scan import window_finder
+
+        finder = window_finder()
+        if finder is not None:
+            for ls in [0, *finder.prefix_lines(text)]:
+                for whole in (_RANK_PREFIX, _SRUN_PREFIX):
+                    m = whole.match(text, ls)
+                    if m:
+                        out.add(m.group(1))
+            return out
+    for whole, nl in ((_RANK_PREFIX, _RANK_PREFIX_NL), (_SRUN_PREFIX, _SRUN_PREFIX_NL)):
+        m = whole.match(text)
+        if m:
+            out.add(m.group(1))
+        out.update(nl.findall(text))
+    return out
+
+
+def several_local_tags(text: bytes) -> bool:
+    """Whether lines of ``text`` carry two different --tee tags ([default0]:, [default1]:)."""
+    first = _LOCAL_TAG_NL.match(b"\n" + text[:200])
+    seen = {first.group(1)} if first else set()
+    for m in _LOCAL_TAG_NL.finditer(text):
+        seen.add(m.group(1))
+        if len(seen) >= 2:
+            return True
+    return False
+
+
+def table_owner(buf: Buffer, start: int, pbytes: bytes, who: Who) -> Who:
+    """A line inside a torchelastic failure table (the agent's copy of a worker's traceback) is about
+    the rank the table record names, not about the agent that printed it."""
+    data = buf.data
+    lo = start
+    for _ in range(80):  # no record line in reach (one find, not 80 parses): nothing to look for
+        if lo <= 0:
+            break
+        lo = data.rfind(b"\n", 0, lo - 1) + 1
+    if data.find(b"(local_rank:", lo, start) < 0:
+        return who
+    for s, e in buf.lines_before(start, 80):
+        if not same_writer(buf.data, s, pbytes):
+            continue
+        _, line = parse_line(buf.data[s:e])
+        m = _TABLE_FIELD.match(line)
+        if m and m.group(1) == "rank":
+            r = _TABLE_RANK.search(m.group(2))
+            if r:
+                rank = int(r.group(1))
+                return Who(rank if rank >= 0 else None, int(r.group(2)), who.task, who.host, who.pid)
+            return who
+        if _TABLE_SEP.match(line):
+            return who
+    return who
+
+
+class Statements:
+    """The identity statements of one source, gathered as its fact lines are found."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.identities: list[IdentityFact] = []
+
+    def check_writers(self, region: bytes) -> None:
+        """A file whose lines carry several ranks' prefixes is a combined stream, and one with
+        several workers' --tee tags ([default0]:, [default1]:) a node's: a number in its name
+        (``train-hgx-001.log``) names a node or a job, not a rank -- for the agent's untagged lines too."""
+        if self.ctx.src.file_rank is None:
+            return
+        probe = region[:ONE_WRITER_PROBE]
+        ranks = line_start_captures(probe, self.ctx.hyperscan)
+        # (or lines that state two ranks in their own text, "[rank 5] ...", "[rank 13] ...": a node's
+        # file of unprefixed processes, named after its host)
+        if len(ranks) >= 2 or several_local_tags(probe[:LOCAL_TAG_PROBE]) or len(ranks_in_text(probe[:RANK_TEXT_PROBE])) >= 2:
+            self.ctx.src = replace(self.ctx.src, file_rank=None)
+
+    def fact(self, buf: Buffer, kind: int, start: int, prefix: Prefix, msg: str, pbytes: bytes) -> None:
+        """The statement of a line that fact pattern ``kind`` (an index of ``FACTS``) found."""
+        name = FACTS[kind][0]
+        path = self.ctx.src.path
+        if name == "table":
+            self._table(buf, start, prefix, msg, pbytes)
+        elif name == "nccl-comm":
+            m = _NCCL_COMM.search(msg)
+            origin = nccl_origin(msg)
+            if m:
+                who = Who(rank=int(m.group(1)), local_rank=origin[2] if origin else prefix.local_rank,
+                          task=prefix.task, host=origin[0] if origin else None, pid=origin[1] if origin else None)
+                if prefix.rank is not None and prefix.rank != who.rank:
+                    return  # a sub-communicator's rank, not the global one
+                # (the communicator's size rides along: a sub-communicator's rank is not the global one;
+                # and the GPU's PCI bus id, which a kernel's Xid line names)
+                bus = _NCCL_BUS.search(msg)
+                self.identities.append(IdentityFact(who, prefix.task, path, FactSource.NCCL_INIT,
+                                                    comm_size=int(m.group(2)),
+                                                    bus=int(bus.group(1), 16) if bus else None))
+        elif name == "ray-pg":
+            m = _RAY_PG.search(msg)
+            if m and prefix.pid is not None:  # the worker's pid is in Ray's "(pid=N)" tag
+                self.identities.append(IdentityFact(Who(rank=int(m.group(1)), host=prefix.host, pid=prefix.pid),
+                                                    prefix.task, path, FactSource.RAY))
+        elif name == "ray-train":
+            m = _RAY_TRAIN.search(msg)
+            if m:
+                who = Who(rank=int(m.group("rank")), local_rank=int(m.group("local")), host=m.group("ip"),
+                          pid=int(m.group("pid")))
+                self.identities.append(IdentityFact(who, None, path, FactSource.RAY))
+        elif name == "rendezvous":
+            g = _RDZV_GLOBAL.search(msg)
+            if not g:
+                return
+            group = None
+            local_list = None
+            for s, e in buf.lines_before(start, 12):
+                _, line = parse_line(buf.data[s:e])
+                mg = _RDZV_GROUP.search(line)
+                if mg and group is None:
+                    group = int(mg.group(1))
+                ml = _RDZV_LOCAL.search(line)
+                if ml and local_list is None:
+                    local_list = [int(x) for x in ml.group(1).replace(" ", "").split(",") if x]
+            globals_ = [int(x) for x in g.group(1).replace(" ", "").split(",") if x]
+            locals_ = local_list if local_list and len(local_list) == len(globals_) else list(range(len(globals_)))
+            for lr, gr in zip(locals_, globals_):
+                self.identities.append(IdentityFact(Who(rank=gr, local_rank=lr, task=prefix.task), prefix.task,
+                                                    path, FactSource.RENDEZVOUS))
+
+    def _table(self, buf: Buffer, start: int, prefix: Prefix, msg: str, pbytes: bytes) -> None:
+        """A torchelastic failure-table record around its ``rank : N (local_rank: M)`` line."""
+        m = _TABLE_RANK.search(msg)
+        if not m or not re.match(r"\s*rank\s*:", msg):
+            return
+        fields: dict[str, str] = {}
+        before, after = buf.context(start, pbytes, 6, 6)
+        section_root = False
+        for line in before:
+            f = _TABLE_FIELD.match(line)
+            if f:
+                fields.setdefault(f.group(1), f.group(2).strip())
+            elif re.match(r"\s*\[\d+\]:\s*$", line):
+                fields.clear()  # a new record starts
+        for line in after:
+            if re.match(r"\s*\[\d+\]:\s*$", line) or line.startswith("---") or line.startswith("==="):
+                break
+            f = _TABLE_FIELD.match(line)
+            if f:
+                fields.setdefault(f.group(1), f.group(2).strip())
+        for s, e in buf.lines_before(start, 60):
+            if not same_writer(buf.data, s, pbytes):
+                continue
+            _, line = parse_line(buf.data[s:e])
+            if "Root Cause (first observed failure)" in line:
+                section_root = True
+                break
+            if "Failures:" in line or "Other Failures:" in line:
+                break
+        exitcode = pid = None
+        ex = _TABLE_EXIT.search(fields.get("exitcode", ""))
+        if ex:
+            exitcode, pid = int(ex.group(1)), int(ex.group(2))
+        t = None
+        if fields.get("time"):
+            p = self.ctx.stamps.parser.parse(fields["time"])
+            t = p.time_ns if p else None
+        rank = int(m.group(1))
+        who = Who(rank=rank if rank >= 0 else None, local_rank=int(m.group(2)), task=prefix.task,
+                  host=fields.get("host") or None, pid=pid)
+        self.identities.append(IdentityFact(who, prefix.task, self.ctx.src.path, FactSource.FAILURE_TABLE, t,
+                                            exitcode, section_root))
