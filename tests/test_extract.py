@@ -286,3 +286,32 @@ def test_an_extractor_fed_in_pieces_gives_the_digest_of_one_read_and_a_snapshot_
     assert x.finish() == whole
     assert snaps[0].matches != whole.matches or len(snaps) == 1  # an early snapshot saw less
     assert all(len(s.matches) <= len(whole.matches) for s in snaps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"b", b"\n", b"x"]), max_size=300).map(b"".join),
+       st.lists(st.tuples(st.integers(0, 320), st.integers(0, 320)), max_size=12),
+       st.sampled_from([b"a", b"ab", b"ba", b"aab", b"\n", b"ababa"]))
+def test_holds_before_answers_as_rfind_does_whatever_the_order_of_the_questions(data, spans, lit):
+    # the confirmer asks a context rule's required literals of a block in line order, and the buffer
+    # remembers where it found them; out of order, or twice, the answer must still be rfind's
+    from correlator.extract.lines import Buffer
+    buf = Buffer(data, 0, 0, 1)
+    for a, b in spans:
+        lo, start = min(a, b), max(a, b)
+        assert buf.holds_before(lit, lo, start) == (data.rfind(lit, lo, start) >= 0), (lo, start)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([b"[rank1]: x", b"[rank2]: y", b"plain", b"[rank1]: z z", b""]),
+                min_size=1, max_size=60),
+       st.integers(0, 250), st.sampled_from([b"", b"[rank1]:", b"[rank2]:"]))
+def test_the_nearest_n_context_lines_are_the_last_n_of_the_nearest_200(lines, n, pbytes):
+    # an event rule's context is built only as far back as it looks (context_lines, at most 200)
+    from correlator.extract.lines import Buffer
+    data = b"\n".join(lines) + b"\n"
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    buf = Buffer(data, 0, 0, 1)
+    far = buf.context(start, pbytes, 200, 0)[0]
+    near = buf.context(start, pbytes, n, 0)[0]
+    assert near == (far[-n:] if n else [])

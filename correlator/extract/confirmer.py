@@ -48,6 +48,8 @@ MAX_TIMEOUTS = RULE_MAX_TIMEOUTS
 #: how many lines around a candidate are searched for a stamp or for context
 LOOK_LINES = 400
 CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
+#: the most lines before a line that an event rule's ``context_lines`` reaches
+CONTEXT_MAX_BEFORE = 200
 #: how far before a line a rule's ``context_requires`` literal is looked for
 CONTEXT_REQUIRES_BYTES = 64 << 10
 #: an inherited time takes the next stamped line's time when it is at most this far from the previous
@@ -420,12 +422,18 @@ class Confirmer:
             frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
             found: list[tuple[Rule, dict[str, str], str]] = []
             cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
-            made: dict[str, list[str]] = {}  # the line's event context (200 lines before, 60 after), once built
+            made: dict[str, list[str]] = {}  # the line's event context (up to 200 lines before, 60 after)
+            made_n = [-1]  # how many lines before ``made["before"]`` was asked for
 
-            def around(rule: Rule, start: int = start, pbytes: bytes = pbytes, made: dict = made) -> list[str]:
-                if "before" not in made:
-                    made["before"] = buf.context(start, pbytes, 200, 0)[0]
-                ctx = made["before"][-rule.match.context_lines:] if rule.match.context_lines else []
+            def around(rule: Rule, start: int = start, pbytes: bytes = pbytes, made: dict = made,
+                       made_n: list[int] = made_n) -> list[str]:
+                # the lines before as far as this rule looks (a rule that looks further builds them
+                # again): the nearest n of the writer's lines are the last n of the nearest 200
+                k = rule.match.context_lines
+                n = k if 0 <= k <= CONTEXT_MAX_BEFORE else CONTEXT_MAX_BEFORE
+                if n > made_n[0]:
+                    made["before"], made_n[0] = buf.context(start, pbytes, n, 0)[0], n
+                ctx = made["before"][-k:] if k else []
                 if rule.match.context_after:
                     if "after" not in made:
                         made["after"] = buf.context(start, pbytes, 0, 60)[1]
@@ -439,7 +447,7 @@ class Confirmer:
                 ctx: list[str] | Callable[[], list[str]] = []
                 if rule.match.scope is Scope.EVENT:
                     if rule.match.context_requires and not any(
-                            data.rfind(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start) >= 0
+                            buf.holds_before(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start)
                             for lit in rule.match.context_requires):
                         continue  # what its context must hold is not there
                     ctx = lambda rule=rule: around(rule)  # noqa: E731 - built only if the line matched
