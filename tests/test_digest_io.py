@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
+import pickle
 from dataclasses import replace
 from pathlib import Path
 
@@ -83,6 +85,30 @@ def test_sample_job_digests_round_trip(engine):
         src = replace(identity_from_path(str(p)), size=os.path.getsize(p))
         d = extract(src, engine, opts)
         assert digest_from_arrow(digest_to_arrow(d)) == d, p
+
+
+@settings(max_examples=100, deadline=None)
+@given(DIGEST)
+def test_any_digest_pickles_exactly(d):
+    # (how the local pool ships a digest from a worker to the parent)
+    assert pickle.loads(pickle.dumps(d, pickle.HIGHEST_PROTOCOL)) == d
+    assert copy.deepcopy(d) == d
+
+
+def test_every_digest_type_pickles_by_its_fields():
+    """Each frozen value type of ``model.digest`` (and the prefix and stamp a split file's workers
+    ship) pickles as its field values (``pickled_by_fields``), not by the slow generated state."""
+    from correlator.extract.prefixes import Prefix
+    from correlator.extract.timestamps import Parsed
+    from correlator.model import digest as model_digest
+
+    types = [t for t in vars(model_digest).values()
+             if isinstance(t, type) and dataclasses.is_dataclass(t) and t.__module__ == model_digest.__name__]
+    assert len(types) >= 8
+    for t in [*types, Prefix, Parsed]:
+        assert "__reduce__" in vars(t), t.__name__
+    p = Prefix(3, 1, 25, 12, "gpu-a01", 77, "12:00:01")
+    assert pickle.loads(pickle.dumps(p)) == p and type(pickle.loads(pickle.dumps(p))) is Prefix
 
 
 def test_the_docstring_documents_every_field():

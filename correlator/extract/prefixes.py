@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from correlator.extract import dialects
+from correlator.model.digest import pickled_by_fields
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # One or more stacked prefixes at the start of a line, and mpirun's stand-alone tags: built from the
@@ -30,6 +31,7 @@ _NCCL_HOST = re.compile(
 MAX_TEXT = 4000  # characters of one message kept for display and matching
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Prefix:
     task: int | None

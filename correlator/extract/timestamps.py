@@ -17,10 +17,12 @@ from zoneinfo import ZoneInfo
 
 from correlator.extract import dialects
 from correlator.model import NS
+from correlator.model.digest import pickled_by_fields
 
 _HALF_YEAR_NS = 183 * 86_400 * NS
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Parsed:
     time_ns: int

@@ -2,8 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
+from operator import attrgetter
+from typing import TypeVar
+
+_T = TypeVar("_T")
+
+
+def pickled_by_fields(cls: type[_T]) -> type[_T]:
+    """Pickle instances of the frozen slots dataclass ``cls`` as its class and field values, made
+    again by ``cls(*values)``. Every digest crosses from a pool worker to the parent by pickle, and
+    the ``__getstate__``/``__setstate__`` that ``slots=True`` generates loop in Python per object:
+    a 4096-file job's digests cost the parent ~0.35 ms each to load that way, ~0.1 ms this way.
+    Apply it above ``@dataclass`` (which makes a new class for slots); every field is an init field."""
+    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    assert len(names) > 1 and all(f.init for f in fields(cls))  # type: ignore[arg-type]
+    values = attrgetter(*names)
+
+    def __reduce__(self: _T) -> tuple[type[_T], tuple[object, ...]]:
+        return type(self), values(self)
+
+    cls.__reduce__ = __reduce__  # type: ignore[assignment,method-assign]
+    return cls
 
 
 class TimeKind(StrEnum):
@@ -15,6 +36,7 @@ class TimeKind(StrEnum):
     NONE = "none"
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class SourceInfo:
     """One input stream and what its name and place tell about who wrote it."""
@@ -34,6 +56,7 @@ class SourceInfo:
     stream: str = ""
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Who:
     """Identity of the process a line is about, as far as the line and its source say."""
@@ -46,6 +69,7 @@ class Who:
     pid: int | None = None
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Match:
     rule_id: str
@@ -74,6 +98,7 @@ class Match:
         return None
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class StreamFacts:
     """What one writer (a rank, an agent, a plain stream) in one source did over time."""
@@ -93,6 +118,7 @@ class StreamFacts:
     last_step_offset: int | None = None
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Anchor:
     """An instant that every rank logs at (nearly) the same true time: aligns host clocks."""
@@ -117,6 +143,7 @@ class FactSource(StrEnum):
     RAY = "ray"
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class IdentityFact:
     """A statement in the logs that ties identities together (rank <-> host/local rank/pid)."""
@@ -201,6 +228,7 @@ class DiagCode(StrEnum):
     RULE_VOCABULARY = "rule-vocabulary"
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     level: str  # "info" | "warning" | "error"
@@ -211,6 +239,7 @@ class Diagnostic:
     count: int = 0
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Digest:
     """Everything the global stage needs from one source; small whatever the source's size."""
