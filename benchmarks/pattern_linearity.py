@@ -10,6 +10,7 @@ run, so it compares across machines.
 
     python benchmarks/pattern_linearity.py            # every built-in pattern
     python benchmarks/pattern_linearity.py --old      # the quadratic forms the rules had before
+    python benchmarks/pattern_linearity.py --from 468 --to 602   # patterns 468-601 only (indices as printed)
 """
 
 from __future__ import annotations
@@ -87,17 +88,24 @@ OLD_FORMS = {
 }
 
 
+def _flag(name: str, default: str) -> str:
+    """The value after ``name`` on the command line, else ``default``."""
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
 def main() -> None:
     if "--old" in sys.argv:
         for name, (pattern, line) in sorted(OLD_FORMS.items()):
             print(name, superlinear(pattern, [line], big=1 << 18), flush=True)
         return
+    first = int(_flag("--from", "0"))
+    stop = int(_flag("--to", str(len(PATTERNS))))
     t0 = time.thread_time()
-    for rule_id, where, p, lines in PATTERNS:
+    for i, (rule_id, where, p, lines) in enumerate(PATTERNS[first:stop], start=first):
         why = superlinear(p, lines)
         if why:
-            print(f"{rule_id} {where}: {why}", flush=True)
-    print(f"{len(PATTERNS)} patterns, {time.thread_time() - t0:.1f} s CPU")
+            print(f"{i} {rule_id} {where}: {why}", flush=True)
+    print(f"patterns {first}-{min(stop, len(PATTERNS)) - 1} of {len(PATTERNS)}, {time.thread_time() - t0:.1f} s CPU")
 
 
 if __name__ == "__main__":
