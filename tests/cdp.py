@@ -78,7 +78,12 @@ class Browser:
     def wait_for(self, expression: str, timeout_s: float = 30) -> object:
         deadline = time.monotonic() + timeout_s
         while True:
-            value = self.js(expression)
+            try:
+                value = self.js(expression)
+            except AssertionError as e:  # the page navigated while it was asked: ask the next page
+                if "navigated or closed" not in str(e) and "Cannot find context" not in str(e):
+                    raise
+                value = None
             if value:
                 return value
             assert time.monotonic() < deadline, f"timed out waiting for {expression}"
