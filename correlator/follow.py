@@ -1,8 +1,8 @@
 """Live mode: watch a running job's logs and say who failed first as soon as it is known.
 
-Owns polling the inputs (growing files, new files in folders, globs, stdin), extracting only the
-bytes that arrived since the last look, merging those pieces into one digest per source, and
-re-running the global stage (``correlate.stage.correlate``) when something changed. It prints the verdict
+Owns polling the inputs (growing files, new files in folders, globs, stdin), feeding the bytes
+that arrived since the last look to the source's one resumable ``Extractor`` (so a followed file's
+digest is the one batch mode makes of the whole file), and re-running the global stage (``correlate.stage.correlate``) when something changed. It prints the verdict
 when a root cause (or a job-level end) is first established and an update whenever it changes (a
 lagging host flushing an earlier failure late), and stops when the job's end is seen: a SLURM
 cancel or abort line, srun reporting exited tasks, torchrun's ``ChildFailedError`` summary (the
@@ -13,10 +13,11 @@ verdict stays provisional, and the report carries that as a warning (``FOLLOW_PR
 While nothing new arrives it says so every ``heartbeat_s``: how many sources, how much was read,
 how long since the last new line.
 
-Memory is bounded: per source it keeps a byte offset, the first and last matches per (rule,
-writer) as ``extract`` does, a capped set of clock anchors and identity facts; log bytes are held
-only while one new piece is read (plus 64 KiB of look-back so that context and inherited times
-work across piece edges). Compressed files and torchelastic ``error.json`` files are read whole
+Memory is bounded: per source it keeps a byte offset and its extraction's state (the first and
+last matches per (rule, writer), the writers' facts and anchors, identity facts) and the digest
+so far; between looks the extractor is parked (``Extractor.park``): the log bytes it keeps for
+look-back and for the head and tail windows are let go and read back from the file at the next
+look, so log bytes are held only while one new piece is read. Compressed files and torchelastic ``error.json`` files are read whole
 again when they change: they cannot be appended to in place.
 
 A followed file can change under the follower. Truncated (``copytruncate`` rotation, a restarted
@@ -32,33 +33,27 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import select
 import sys
 import time
 from bisect import bisect_right
-from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TextIO
 
 from correlator import pipeline
 from correlator.extract import sources
-from correlator.extract.confirmer import KEEP_FIRST, KEEP_LAST
-from correlator.extract.extractor import Engine, ExtractOptions, extract
+from correlator.extract.extractor import Engine, ExtractOptions, Extractor, extract
+from correlator.extract.reader import read_stream
 from correlator.extract.timestamps import resolve_tz, zone_name
 from correlator.model import (
-    Anchor,
     DiagCode,
     Diagnostic,
     Digest,
     FactSource,
-    IdentityFact,
-    Match,
     Report,
     Rule,
     SourceInfo,
-    StreamFacts,
     Verdict,
 )
 from correlator.model.vocabulary import Tag
@@ -67,15 +62,10 @@ from correlator.report.safe import visible
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-#: bytes before a new piece that are read again, so that its first lines have context and a time
-LOOK_BACK = 64 << 10
 #: a last line without a newline is left for the next look until it is this long
 MAX_PENDING = 4 << 20
 #: bytes read from a source in one look (a big file already there is taken in several looks)
 MAX_PIECE = 256 << 20
-MAX_ANCHORS_FIRST, MAX_ANCHORS_RECENT = 1024, 3072
-MAX_IDENTITIES = 20_000
-MAX_DIAGS = 200
 #: previous generations (before a truncation or replacement) kept per path: the first and the latest
 MAX_GENERATIONS = 8
 #: bytes checked for text at a time; a line longer than this is judged in pieces of it
@@ -83,7 +73,6 @@ PROBE_BLOCK = 8 << 10
 SCAN_CHUNK = 1 << 20
 #: non-text lines at most this far apart are named as one piece in the diagnostic
 GARBAGE_GAP = 512
-_DIGITS = re.compile(r"\d+")
 
 
 class _Window(io.RawIOBase):
@@ -126,123 +115,105 @@ class _Window(io.RawIOBase):
 
 @dataclass
 class _Source:
-    """One followed source: where reading stopped, and the merged digest of what was read."""
+    """One followed source: where reading stopped, and the one ``Extractor`` its new bytes are fed to."""
 
     src: SourceInfo
     identity: tuple
     dev_ino: tuple[int, int] | None = None
-    offset: int = 0  # bytes of complete lines analysed
+    offset: int = 0  # bytes fed to the extractor (complete lines, but for an over-long or the last line)
     lines: int = 0  # newlines before ``offset``
     partial: bool = False  # the bytes before ``offset`` end inside a line (an over-long one, or the last)
     whole: bool = False  # compressed or error.json: read whole again on change
     binary: bool = False
     size_seen: int = -1
     bytes_read: int = 0
-    bytes_skipped: int = 0
-    lines_capped: int = 0
-    first: dict[tuple, list[Match]] = field(default_factory=dict)
-    last: dict[tuple, deque[Match]] = field(default_factory=dict)
-    dropped: dict[str, int] = field(default_factory=dict)
-    streams: dict[tuple, StreamFacts] = field(default_factory=dict)
-    anchors_first: dict[tuple, Anchor] = field(default_factory=dict)
-    anchors_recent: OrderedDict[tuple, Anchor] = field(default_factory=OrderedDict)
-    identities: dict[IdentityFact, None] = field(default_factory=dict)
-    diags: OrderedDict[str, Diagnostic] = field(default_factory=OrderedDict)
-    end_seen: bool = False
+    #: the source's extraction, resumed by each new piece (None until the first); a whole-read
+    #: source's digest instead
+    x: Extractor | None = None
+    whole_digest: Digest | None = None
+    #: the extractor's digest as of the last piece (``Extractor.snapshot`` copies the state: made
+    #: once per piece, before the extractor is parked), and that with what following says
+    snap: Digest | None = None
+    cached: Digest | None = None
+    #: no piece of it was blanked: the bytes the extractor keeps can be read back from the file
+    #: (``Extractor.park``), so that a follower of hundreds of files holds none of their bytes
+    parkable: bool = True
+    #: what following says of the source (cannot open it, deleted, truncated), by what it is about
+    diags: dict[str, Diagnostic] = field(default_factory=dict)
     gone: bool = False  # deleted while followed (what was read stays)
     garbage: list = field(default_factory=lambda: [0, 0, None, None])  # runs, bytes, first and last range
-    pending: bytes = b""  # stdin: bytes after the last newline, and the look-back before them
-    look_back: bytes = b""
+    pending: bytes = b""  # stdin: bytes after the last newline
 
     def reset(self) -> None:
         keep = (self.src, self.identity)
         type(self).__init__(self, *keep)
 
-    def add(self, d: Digest, skip_before: int, back_lines: int, base_offset: int, base_line: int,
-            whole: bool, end_rules: frozenset[str] = frozenset()) -> None:
-        """Merge the digest of one piece. Its offsets start at ``base_offset`` of the source, its
-        lines at ``base_line``; matches before ``skip_before`` (the look-back, ``back_lines``
-        lines) were seen already. A match of one of ``end_rules`` says the job ended."""
-        for m in d.matches:
-            if m.offset < skip_before:
-                continue
-            m = replace(m, offset=m.offset + base_offset, line=m.line + base_line)
-            key = (m.rule_id, m.who.rank, m.who.local_rank, m.who.task)
-            first = self.first.setdefault(key, [])
-            if len(first) < KEEP_FIRST:
-                first.append(m)
-            else:
-                last = self.last.setdefault(key, deque(maxlen=KEEP_LAST))
-                if len(last) == KEEP_LAST:
-                    self.dropped[m.rule_id] = self.dropped.get(m.rule_id, 0) + 1
-                last.append(m)
-            if m.rule_id in end_rules:
-                self.end_seen = True
-        single = len(d.streams) == 1
-        for s in d.streams:
-            skey = (s.who.rank, s.who.local_rank, s.who.task)
-            s = replace(s, last_offset=s.last_offset + base_offset,
-                        last_step_offset=None if s.last_step_offset is None else s.last_step_offset + base_offset,
-                        lines=max(0, s.lines - back_lines) if single else s.lines)
-            old = self.streams.get(skey)
-            if old is None or whole:
-                self.streams[skey] = s
-                continue
-            self.streams[skey] = replace(
-                s,
-                who=s.who if s.who.host is not None or old.who.host is None else old.who,
-                lines=old.lines + s.lines if single else max(old.lines, s.lines),
-                first_ns=min((t for t in (old.first_ns, s.first_ns) if t is not None), default=None),
-                last_ns=s.last_ns if s.last_ns is not None else old.last_ns,
-                last_offset=max(old.last_offset, s.last_offset),
-                last_step=s.last_step if s.last_step is not None else old.last_step,
-                last_step_ns=s.last_step_ns if s.last_step is not None else old.last_step_ns,
-                last_step_offset=s.last_step_offset if s.last_step is not None else old.last_step_offset,
-            )
-        for a in d.anchors:
-            akey = (a.kind, a.key, a.who)
-            if akey in self.anchors_first or akey in self.anchors_recent:
-                continue
-            if len(self.anchors_first) < MAX_ANCHORS_FIRST:
-                self.anchors_first[akey] = a
-            else:
-                self.anchors_recent[akey] = a
-                if len(self.anchors_recent) > MAX_ANCHORS_RECENT:
-                    self.anchors_recent.popitem(last=False)
-        for f in d.identities:
-            if len(self.identities) < MAX_IDENTITIES:
-                self.identities[f] = None
-            if f.source is FactSource.FAILURE_TABLE and f.is_root_entry:
-                self.end_seen = True  # torchrun's closing summary
-        for x in d.diagnostics:
-            dkey = _DIGITS.sub("#", f"{x.level}|{x.message}")
-            self.diags.pop(dkey, None)
-            self.diags[dkey] = x
-            if len(self.diags) > MAX_DIAGS:
-                self.diags.popitem(last=False)
-        self.bytes_skipped += d.bytes_skipped
-        self.lines_capped += d.lines_capped
+    def extractor(self, engine: Engine, opts: ExtractOptions) -> Extractor:
+        if self.x is None:  # (no size: the bytes come in pieces, never as the whole file)
+            self.x = Extractor(replace(self.src, size=None), engine, opts)
+        return self.x
+
+    def fed(self, data: bytes) -> None:
+        """``data`` (the next bytes of the source) went to the extractor."""
+        self.offset += len(data)
+        self.lines += data.count(b"\n")
+        self.partial = not data.endswith(b"\n")
+        self.snap = self.cached = None
+
+    def settle(self) -> None:
+        """After a look: the digest so far, and the extractor parked where its bytes can be read back."""
+        x = self.x
+        if x is None:
+            return
+        self.snap = replace(x.snapshot(partial=self.partial), source=self.src)
+        self.cached = None
+        if self.parkable and self.src.kind == "file" and not x.stopped:
+            x.park()
+
+    def read_back(self, a: int, b: int) -> bytes:
+        with open(self.src.path, "rb") as f:
+            f.seek(a)
+            data = f.read(b - a)
+        if len(data) != b - a:
+            raise OSError(f"{self.src.path} is shorter than when it was read ({a + len(data)} of {b} bytes)")
+        return data
 
     def digest(self) -> Digest:
-        matches = [m for ms in self.first.values() for m in ms] + [m for ms in self.last.values() for m in ms]
-        matches.sort(key=lambda m: m.offset)
-        diags = list(self.diags.values())
-        for rule_id, n in sorted(self.dropped.items()):
-            diags.append(Diagnostic("info", self.src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
-                                    DiagCode.MATCHES_NOT_KEPT, n))
-        runs, nbytes, first, last = self.garbage
-        if runs:
-            where = f"bytes {first[0]}-{first[1]}" if runs == 1 else \
-                f"the first at bytes {first[0]}-{first[1]}, the last at bytes {last[0]}-{last[1]}"
-            diags.append(Diagnostic(
-                "warning", self.src.path,
-                f"{runs} piece(s) that are not text ({nbytes} bytes; {where}) skipped while followed; the lines "
-                "around them were read (if the log should have text there, look at the writer)",
-                DiagCode.BINARY, nbytes))
-        anchors = list(self.anchors_first.values()) + list(self.anchors_recent.values())
-        return Digest(self.src, tuple(matches), tuple(self.streams.values()), tuple(anchors),
-                      tuple(self.identities), tuple(diags), self.bytes_read, self.lines + self.partial,
-                      self.bytes_skipped + nbytes, self.lines_capped)
+        if self.cached is None:
+            if self.whole_digest is not None:
+                d = self.whole_digest
+            elif self.x is not None:
+                if self.snap is None:
+                    self.settle()
+                assert self.snap is not None
+                d = self.snap
+            else:
+                d = Digest(self.src)
+            diags = list(d.diagnostics) + list(self.diags.values())
+            runs, nbytes, first, last = self.garbage
+            if runs:
+                where = f"bytes {first[0]}-{first[1]}" if runs == 1 else \
+                    f"the first at bytes {first[0]}-{first[1]}, the last at bytes {last[0]}-{last[1]}"
+                diags.append(Diagnostic(
+                    "warning", self.src.path,
+                    f"{runs} piece(s) that are not text ({nbytes} bytes; {where}) skipped while followed; the lines "
+                    "around them were read (if the log should have text there, look at the writer)",
+                    DiagCode.BINARY, nbytes))
+            self.cached = replace(d, diagnostics=tuple(diags), bytes_skipped=d.bytes_skipped + nbytes)
+        return self.cached
+
+    def end_seen(self, end_rules: frozenset[str]) -> bool:
+        """Whether the lines read say the job ended: a line of a rule tagged ``job-end``, or
+        torchrun's closing summary (a failure table naming its root)."""
+        if self.x is None and self.whole_digest is None:
+            return False
+        d = self.digest()
+        return any(m.rule_id in end_rules for m in d.matches) or any(
+            f.source is FactSource.FAILURE_TABLE and f.is_root_entry for f in d.identities)
+
+    def note(self, key: str, diag: Diagnostic) -> None:
+        self.diags[key] = diag
+        self.cached = None
 
     def note_garbage(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Count ``ranges`` (new bytes, in file order) as pieces that were not read."""
@@ -256,6 +227,7 @@ class _Source:
                 last = (a, b)
                 first = first or last
             self.garbage = [runs, nbytes + b - a, first, last]
+        self.cached = None
 
 
 @dataclass
@@ -389,18 +361,13 @@ def _last_newline(path: str, start: int, end: int) -> int:
     return start
 
 
-def _look_back_start(path: str, offset: int) -> int:
-    """Where the look-back before ``offset`` starts: a line start at most ``LOOK_BACK`` before it."""
-    if offset == 0:
-        return 0
-    lo = max(0, offset - LOOK_BACK)
-    with open(path, "rb") as f:
-        f.seek(lo)
-        data = f.read(offset - lo)
-    if lo == 0:
-        return 0
-    nl = data.find(b"\n")
-    return offset if nl < 0 else lo + nl + 1
+def _cannot_open(path: str, e: OSError) -> Diagnostic:
+    return Diagnostic("error", path, f"cannot open: {e.strerror or e}", DiagCode.UNREADABLE)
+
+
+def _blank(chunk: bytes) -> bytes:
+    """``chunk`` with every byte but its line ends a space."""
+    return b"\n".join(b" " * len(piece) for piece in chunk.split(b"\n"))
 
 
 class Follower:
@@ -427,7 +394,7 @@ class Follower:
 
     @property
     def end_seen(self) -> bool:
-        return any(s.end_seen for s in self.sources.values()) or any(
+        return any(s.end_seen(self.end_rules) for s in self.sources.values()) or any(
             g.end_seen for gs in self.generations.values() for g in gs)
 
     def poll(self, final: bool = False) -> bool:
@@ -459,9 +426,9 @@ class Follower:
         if st.gone or os.path.lexists(st.src.path):
             return False
         st.gone = True
-        st.diags["gone"] = Diagnostic(
+        st.note("gone", Diagnostic(
             "warning", st.src.path, f"deleted while followed: the {st.lines} line(s) read from it before stay in the "
-            "report; lines written after the last look were not read", DiagCode.FOLLOW_GONE)
+            "report; lines written after the last look were not read", DiagCode.FOLLOW_GONE))
         self.notes.append(f"{st.src.path} was deleted: the {st.lines} line(s) read from it stay in the report")
         return True
 
@@ -473,21 +440,21 @@ class Follower:
         how = "replaced" if replaced else "truncated"
         label = f"{path} (before it was {how}, #{n})"
         # (a compressed file is read whole again: its new content holds the old)
-        kept = not st.whole and bool(st.first or st.streams or st.identities or st.anchors_first)
+        d = st.digest()  # (without the notes of earlier restarts: the current source says those)
+        kept = not st.whole and bool(d.matches or d.streams or d.identities or d.anchors)
         if kept:
             gens = self.generations.setdefault(path, [])
-            d = st.digest()  # (without the notes of earlier restarts: the current source says those)
             d = replace(d, diagnostics=tuple(x for x in d.diagnostics if x.code is not DiagCode.FOLLOW_RESTART))
-            gens.append(_Generation(_relabel(d, label), st.dev_ino, replaced, st.end_seen))
+            gens.append(_Generation(_relabel(d, label), st.dev_ino, replaced, st.end_seen(self.end_rules)))
             if len(gens) > MAX_GENERATIONS:
                 del gens[1]  # the first (where the job's trouble began) and the latest are kept
                 self.generations_dropped[path] = self.generations_dropped.get(path, 0) + 1
         lines = st.lines
         st.reset()
         where = f"kept as '{label}'" if kept else "nothing in them to keep"
-        st.diags["restart"] = Diagnostic(
+        st.note("restart", Diagnostic(
             "warning", path, f"{how} while followed ({n} time(s); now {size} bytes): the {lines} line(s) read before "
-            f"are {where}; the file is read again from its start", DiagCode.FOLLOW_RESTART, n)
+            f"are {where}; the file is read again from its start", DiagCode.FOLLOW_RESTART, n))
         self.notes.append(f"{path} was {how}" + (" (rotated)" if replaced else f" to {size} bytes") +
                           f": the {lines} line(s) read before are {where}; reading it again from the start")
 
@@ -524,7 +491,7 @@ class Follower:
                 with open(path, "rb") as f:
                     head = f.read(8)
             except OSError as e:
-                st.diags["open"] = Diagnostic("error", path, f"cannot open: {e.strerror or e}", DiagCode.UNREADABLE)
+                st.note("open", _cannot_open(path, e))
                 return True
             st.whole = sources._sniff(head) != "file" or st.src.stream == "error.json"
         if st.binary:
@@ -542,51 +509,52 @@ class Follower:
         return self._read_piece(st, cut)
 
     def _read_piece(self, st: _Source, end: int) -> bool:
-        """Extract ``[offset, end)`` with the look-back before it, and merge it."""
+        """Feed ``[offset, end)`` of the file, the bytes that arrived since the last look, to the
+        source's extractor. Lines that are not text are blanked first (and named in a
+        diagnostic); a piece that is still not text after that is blanked whole."""
         path = st.src.path
-        try:
-            start = _look_back_start(path, st.offset)
-            stream = io.BufferedReader(_Window(path, start, end), buffer_size=1 << 20)
-        except OSError as e:
-            st.diags["open"] = Diagnostic("error", path, f"cannot open: {e.strerror or e}", DiagCode.UNREADABLE)
-            return True
-        back = st.offset - start
-        back_lines = 0
-        if back:
-            with open(path, "rb") as f:
-                f.seek(start)
-                back_lines = f.read(back).count(b"\n")
         head_text = True
-        if st.offset == 0:  # the file's head decides whether it is a text log at all, as in batch mode
-            with open(path, "rb") as f:
-                head_text = sources.text_probe(f.read(8192))
-        if head_text:
-            # pieces that are not text, blanked line by line (the look-back's again, so that the
-            # extractor's own probe of the piece's head sees text); the new ones are reported
-            masks = _garbage_ranges(path, start, end)
-            if masks:
-                stream.raw.masks = masks
-                st.note_garbage([(max(a, st.offset), b) for a, b in masks if b > st.offset])
-        d = extract(replace(st.src, size=end - start), self.engine, self.xopts, stream=stream)
-        if any(x.code is DiagCode.BINARY for x in d.diagnostics):
-            if not head_text:
-                st.binary = True  # not a text log (batch mode skips it too)
-            else:  # blanking did not make it text: this piece is skipped, the next ones are read
-                st.note_garbage([(st.offset, end)])
+        try:
+            if st.offset == 0:  # the file's head decides whether it is a text log at all, as in batch mode
                 with open(path, "rb") as f:
-                    f.seek(st.offset)
-                    st.lines += f.read(end - st.offset).count(b"\n")
-                    f.seek(end - 1)
-                    st.partial = f.read(1) != b"\n"
-                st.offset = end
-                return True
-        st.add(d, back, back_lines, start, st.lines - back_lines, whole=False, end_rules=self.end_rules)
-        st.bytes_read += max(0, d.bytes_read - back)
-        with open(path, "rb") as f:  # did the piece end inside a line?
-            f.seek(end - 1)
-            st.partial = f.read(1) != b"\n"
-        st.lines += max(0, d.lines - back_lines - st.partial)
-        st.offset = end
+                    head_text = sources.text_probe(f.read(8192))
+            masks = _garbage_ranges(path, st.offset, end) if head_text else []
+            stream = io.BufferedReader(_Window(path, st.offset, end), buffer_size=1 << 20)
+        except OSError as e:
+            st.note("open", _cannot_open(path, e))
+            return True
+        blank = False
+        if masks:
+            stream.raw.masks = masks
+            probe = _Window(path, st.offset, min(end, st.offset + 8192))
+            probe.masks = masks
+            with probe:
+                blank = not sources.text_probe(probe.read())
+            # blanking its lines did not make it text: the piece is skipped (its line ends kept, so
+            # that line numbers and offsets stay), the next ones are read
+            st.note_garbage([(st.offset, end)] if blank else masks)
+        if masks:
+            st.parkable = False
+        x = st.extractor(self.engine, self.xopts)
+        try:
+            x.resume(st.read_back)
+        except OSError:  # shorter than its earlier bytes (a race with a truncation): read again from its start
+            stream.close()
+            self._retire(st, False, end)
+            return True
+        with stream:
+            try:
+                for chunk in read_stream(stream, self.xopts.chunk_bytes):
+                    chunk = _blank(chunk) if blank else chunk
+                    x.feed(chunk)
+                    st.fed(chunk)
+                    st.bytes_read += len(chunk)
+                    if x.stopped:
+                        st.binary = not head_text  # not a text log (batch mode skips it too)
+                        break
+            except OSError as e:
+                x.fail(e, "file")
+        st.settle()
         return True
 
     def _read_whole(self, st: _Source, size: int) -> bool:
@@ -594,7 +562,7 @@ class Follower:
         st.whole = True
         st.size_seen = size
         d = extract(replace(st.src, size=size), self.engine, self.xopts)
-        st.add(d, 0, 0, 0, 0, whole=True, end_rules=self.end_rules)
+        st.whole_digest = d
         st.bytes_read, st.lines, st.offset = d.bytes_read, d.lines, size
         return True
 
@@ -626,19 +594,9 @@ class Follower:
         if cut == 0 or final:
             cut = len(data)
         piece, st.pending = data[:cut], data[cut:]
-        back = st.look_back
-        joined = back + piece
-        d = extract(replace(st.src, size=len(joined)), self.engine, self.xopts, stream=io.BytesIO(joined))
-        back_lines = back.count(b"\n")
-        st.add(d, len(back), back_lines, st.offset - len(back), st.lines - back_lines, whole=False, end_rules=self.end_rules)
+        st.extractor(self.engine, self.xopts).feed(piece)
+        st.fed(piece)
         st.bytes_read += len(piece)
-        st.lines += piece.count(b"\n")
-        st.partial = not piece.endswith(b"\n")
-        st.offset += len(piece)
-        if len(joined) > LOOK_BACK:
-            joined = joined[-LOOK_BACK:]
-            joined = joined[joined.find(b"\n") + 1:] if b"\n" in joined else b""
-        st.look_back = joined if not st.partial else b""
         return True
 
     def report(self) -> Report:

@@ -4,8 +4,9 @@ import io
 import random
 from pathlib import Path
 
+import pytest
 from conftest import digest_of
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobs import combined_srun, rank_lines
 
@@ -286,6 +287,46 @@ def test_an_extractor_fed_in_pieces_gives_the_digest_of_one_read_and_a_snapshot_
     assert x.finish() == whole
     assert snaps[0].matches != whole.matches or len(snaps) == 1  # an early snapshot saw less
     assert all(len(s.matches) <= len(whole.matches) for s in snaps)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_a_parked_extractor_resumed_between_pieces_gives_the_digest_of_one_not_parked(engine, data):
+    """``park`` lets go of the source's bytes the extraction keeps (look-back, head and tail
+    windows, the writers' probe) and ``resume`` reads them back: parking between any pieces
+    changes nothing in the digest, on a combined stream (whose windows are the widest) too."""
+    from correlator.extract.extractor import Extractor
+
+    root = Path(__file__).resolve().parent.parent / "sample_logs"
+    logs = sorted(p for p in root.rglob("*.out") if p.stat().st_size > 20_000)
+    raw = data.draw(st.sampled_from(logs), label="log").read_bytes()
+    raw *= data.draw(st.integers(1, 24), label="times")  # up to ~2 MB: past the look-back and the windows
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(raw) - 1), min_size=1, max_size=6), label="cuts")))
+    opts = ExtractOptions(tz=resolve_tz("UTC"))
+    src = SourceInfo(path="rank.log", kind="memory", size=len(raw))
+    reads: list[tuple[int, int]] = []
+
+    def read(a: int, b: int) -> bytes:
+        reads.append((a, b))
+        return raw[a:b]
+
+    digests = []
+    for parked in (False, True):
+        x = Extractor(src, engine, opts)
+        prev = 0
+        for cut in [*cuts, len(raw)]:
+            x.resume(read)
+            x.feed(raw[prev:cut])
+            prev = cut
+            if parked:
+                x.park()
+                with pytest.raises(RuntimeError, match="parked"):
+                    x.snapshot()
+        x.resume(read)
+        x.end_of_input()
+        digests.append(x.finish())
+    assert digests[1] == digests[0]
+    assert reads  # something was let go of and read back
 
 
 @settings(max_examples=300, deadline=None)

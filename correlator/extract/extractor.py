@@ -12,7 +12,7 @@ nothing here depends on other sources.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import BinaryIO
@@ -136,6 +136,8 @@ class Extractor:
         self.confirmer = Confirmer(self.ctx, engine, self.statements, self.hygiene)
         self.windows = Windows(self.ctx)
         self.reader = Reader(self.ctx, self.hygiene, self.diags, self._process)
+        #: what ``park`` let go of: the lengths of the probe, head, tail and look-back, and where they end
+        self.parked: tuple[int, int, int, int, int] | None = None
 
     @property
     def src(self) -> SourceInfo:
@@ -148,6 +150,7 @@ class Extractor:
 
     def feed(self, chunk: bytes, count: bool = True) -> None:
         """The next bytes of the source (``count``: they are the source's own, not a conversion)."""
+        self._unparked()
         if not self.reader.stopped:
             self.windows.tail = own(self.windows.tail)  # a view of the last buffer (``Windows.add_tail``)
         self.reader.feed(chunk, count)
@@ -189,23 +192,54 @@ class Extractor:
         self.windows.add_tail(data, begin, end_region, whole)
         return next_line
 
-    def snapshot(self) -> Digest:
-        """The digest of the complete lines fed so far, without ending the extraction (an unfinished
-        last line waits for the next ``feed``): the state is copied (all but the compiled engine and
-        scanner) and the copy finished."""
+    def snapshot(self, partial: bool = False) -> Digest:
+        """The digest of the lines fed so far, without ending the extraction: the state is copied
+        (all but the compiled engine and scanner) and the copy finished. An unfinished last line
+        waits for the next ``feed``, unless ``partial`` (then it is a line, as at the end)."""
         import copy
 
+        self._unparked()
         memo = {id(self.engine): self.engine, id(self.ctx.scanner): self.ctx.scanner}
         twin = copy.deepcopy(self, memo)
         reader = twin.reader
-        cut = reader.carry.rfind(b"\n") + 1
-        reader.carry = reader.carry[:cut]
-        reader.in_long = False
+        if not partial:
+            cut = reader.carry.rfind(b"\n") + 1
+            reader.carry = reader.carry[:cut]
+            reader.in_long = False
         twin.end_of_input()
-        return twin.finish()
+        d = twin.finish()
+        # the copy is a cycle (the reader calls back into it), freed by the collector some time
+        # later: the bytes it holds go now
+        twin.confirmer.probe = twin.windows.head = twin.windows.tail = twin.reader.keep = twin.reader.carry = b""
+        return d
+
+    def park(self) -> None:
+        """Let go of the source's own bytes that the extraction keeps between pieces (the look-back,
+        the tail window, the head window and the writers' probe while they fill): ``resume`` reads
+        them back. A follower of hundreds of files parks each between its looks."""
+        w, r, c = self.windows, self.reader, self.confirmer
+        self.parked = (len(c.probe), len(w.head), len(w.tail), len(r.keep), r.offset)
+        c.probe, w.head, w.tail, r.keep = b"", b"", b"", b""
+
+    def _unparked(self) -> None:
+        if self.parked is not None:
+            raise RuntimeError(f"{self.ctx.src.path}: the extraction is parked; resume() it first")
+
+    def resume(self, read: Callable[[int, int], bytes]) -> None:
+        """Take back what ``park`` let go of: ``read(a, b)`` gives bytes ``[a, b)`` of the source."""
+        if self.parked is None:
+            return
+        probe, head, tail, keep, end = self.parked
+        self.parked = None
+        w, r, c = self.windows, self.reader, self.confirmer
+        c.probe = read(0, probe) if probe else b""
+        w.head = read(0, head) if head else b""
+        w.tail = read(end - tail, end) if tail else b""
+        r.keep = (w.tail[-keep:] if 0 < keep <= tail else read(end - keep, end)) if keep else b""
 
     def finish(self) -> Digest:
         """End the extraction and return the source's digest."""
+        self._unparked()
         src, reader, confirmer, stamps = self.ctx.src, self.reader, self.confirmer, self.ctx.stamps
         diags = self.diags
         if reader.total == 0 and not any(d.level == "error" for d in diags):
