@@ -371,12 +371,12 @@ def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
     cut = data.rfind(b"\n") + 1
     if cut == 0:
         return None
-    saved = reader.HOLD_LINES, reader.HOLD_BYTES
-    reader.HOLD_LINES, reader.HOLD_BYTES = hold_lines, hold_bytes
+    saved = reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX
+    reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX = hold_lines, hold_bytes, 100
     try:
         cut = reader.hold_back(data, cut)
     finally:
-        reader.HOLD_LINES, reader.HOLD_BYTES = saved
+        reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX = saved
     return data[:cut], data[cut:]
 
 
@@ -384,13 +384,14 @@ def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
 @given(st.binary(max_size=60).map(lambda b: b.replace(b"\x00", b"\n")),
        st.binary(max_size=120).map(lambda b: b.replace(b"\x00", b"\n").replace(b"\x01", b"\n")))
 def test_cut_found_without_joining_equals_the_two_copy_cut(carry, chunk):
-    saved = reader.HOLD_LINES, reader.HOLD_BYTES
-    reader.HOLD_LINES, reader.HOLD_BYTES = 5, 40  # small holds, so that they reach back into the carry
+    saved = reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX
+    # small holds, so that they reach back into the carry and to the buffer's start
+    reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX = 5, 40, 100
     try:
         cut = reader.cut_index(carry, chunk)
         got = None if cut is None else ((carry + chunk)[:cut], (carry + chunk)[cut:])
     finally:
-        reader.HOLD_LINES, reader.HOLD_BYTES = saved
+        reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX = saved
     if got is not None:
         assert got == _two_copy_cut(carry, chunk, 5, 40)
 
@@ -423,3 +424,28 @@ def test_batches_keep_order_and_cover_every_file():
     assert [i for b in batches for i in b] == order
     assert batches[0] == [0]  # a big file travels alone
     assert all(len(b) <= 64 for b in batches) and len(batches) >= 8  # several per worker
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.binary(max_size=200).map(lambda b: b.replace(b"\x00", b"\n").replace(b"\x01", b"\n")),
+       st.integers(1, 6), st.integers(1, 60), st.integers(20, 400))
+def test_the_region_ends_at_the_last_line_with_its_look_ahead_after_it(data, lines, nbytes, hold_max):
+    """``hold_back``: the region ends at the last line start with ``HOLD_LINES`` lines and
+    ``HOLD_BYTES`` bytes after it up to the cut (so each line has its look-ahead, however the input
+    was cut); at 0 (all held) when no line has that yet; never more than ``HOLD_MAX`` held."""
+    cut = data.rfind(b"\n") + 1
+    if cut == 0:
+        return
+    saved = reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX
+    reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX = lines, nbytes, hold_max
+    try:
+        end = reader.hold_back(data, cut)
+    finally:
+        reader.HOLD_LINES, reader.HOLD_BYTES, reader.HOLD_MAX = saved
+    starts = [0] + [i + 1 for i in range(cut - 1) if data[i] == 10]
+    assert end == cut or end in starts
+    if cut <= hold_max:  # the whole buffer within reach: the exact answer
+        good = [p for p in starts if data.count(b"\n", p, cut) >= lines and cut - p >= nbytes]
+        assert end == (max(good) if good else 0)
+    else:
+        assert cut - end <= hold_max

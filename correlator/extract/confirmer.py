@@ -19,6 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from correlator.extract.lines import (
+    LOOK_LINES,
     MAX_LINE_BYTES,
     MAYBE_PREFIX_RE,
     WRITER_WINDOW,
@@ -45,8 +46,6 @@ KEEP_FIRST, KEEP_LAST = 40, 10
 #: lines of a run on which a rule's pattern may hit the time limit before the rule is dropped for the
 #: rest of the run (``ruleset.RuleBudget``: shared by the forked workers of a run)
 MAX_TIMEOUTS = RULE_MAX_TIMEOUTS
-#: how many lines around a candidate are searched for a stamp or for context
-LOOK_LINES = 400
 CONTEXT_BEFORE, CONTEXT_AFTER = 8, 3
 #: the most lines before a line that an event rule's ``context_lines`` reaches
 CONTEXT_MAX_BEFORE = 200

@@ -136,8 +136,9 @@ class Extractor:
         self.confirmer = Confirmer(self.ctx, engine, self.statements, self.hygiene)
         self.windows = Windows(self.ctx)
         self.reader = Reader(self.ctx, self.hygiene, self.diags, self._process)
-        #: what ``park`` let go of: the lengths of the probe, head, tail and look-back, and where they end
-        self.parked: tuple[int, int, int, int, int] | None = None
+        #: what ``park`` let go of: the lengths of the probe, head, tail and look-back, where they
+        #: end, and the length of the bytes after that (the held-back lines and an unfinished one)
+        self.parked: tuple[int, int, int, int, int, int] | None = None
 
     @property
     def src(self) -> SourceInfo:
@@ -215,11 +216,11 @@ class Extractor:
 
     def park(self) -> None:
         """Let go of the source's own bytes that the extraction keeps between pieces (the look-back,
-        the tail window, the head window and the writers' probe while they fill): ``resume`` reads
-        them back. A follower of hundreds of files parks each between its looks."""
+        the lines held back for look-ahead, the tail window, the head window and the writers' probe
+        while they fill): ``resume`` reads them back. A follower of hundreds of files parks each between its looks."""
         w, r, c = self.windows, self.reader, self.confirmer
-        self.parked = (len(c.probe), len(w.head), len(w.tail), len(r.keep), r.offset)
-        c.probe, w.head, w.tail, r.keep = b"", b"", b"", b""
+        self.parked = (len(c.probe), len(w.head), len(w.tail), len(r.keep), r.offset, len(r.carry))
+        c.probe, w.head, w.tail, r.keep, r.carry = b"", b"", b"", b"", b""
 
     def _unparked(self) -> None:
         if self.parked is not None:
@@ -229,13 +230,14 @@ class Extractor:
         """Take back what ``park`` let go of: ``read(a, b)`` gives bytes ``[a, b)`` of the source."""
         if self.parked is None:
             return
-        probe, head, tail, keep, end = self.parked
+        probe, head, tail, keep, end, carry = self.parked
         self.parked = None
         w, r, c = self.windows, self.reader, self.confirmer
         c.probe = read(0, probe) if probe else b""
         w.head = read(0, head) if head else b""
         w.tail = read(end - tail, end) if tail else b""
         r.keep = (w.tail[-keep:] if 0 < keep <= tail else read(end - keep, end)) if keep else b""
+        r.carry = read(end, end + carry) if carry else b""
 
     def finish(self) -> Digest:
         """End the extraction and return the source's digest."""

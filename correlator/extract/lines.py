@@ -29,6 +29,8 @@ MAX_LINE_BYTES = 1 << 20
 LONG_LINE_END_BYTES = 64 << 10
 #: how far (bytes) the same writer's neighbouring lines are looked for in an interleaved stream
 WRITER_WINDOW = 512 << 10
+#: how many lines around a candidate are searched for a stamp or for context
+LOOK_LINES = 400
 
 PROGRESS = re.compile(rb"(?i)\b(?:global[_ ]step|step|iteration|iter)\b\s*[=:]?\s*(\d{1,9})\b")
 #: what follows the number of slurmstepd's "*** STEP 612604.0 ON node14 CANCELLED ...": a job step,

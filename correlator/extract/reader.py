@@ -15,7 +15,7 @@ from datetime import UTC
 from types import ModuleType
 from typing import IO, Literal
 
-from correlator.extract.lines import MAX_LINE_BYTES, Context
+from correlator.extract.lines import LOOK_LINES, MAX_LINE_BYTES, WRITER_WINDOW, Context
 from correlator.extract.scan import Scanner
 from correlator.model import DiagCode, Diagnostic, SourceInfo
 
@@ -24,8 +24,13 @@ from correlator.model import DiagCode, Diagnostic, SourceInfo
 BLOCK_BYTES = 2 << 20
 #: bytes of the previous buffer kept for event-scope look-back and inherited times
 KEEP_BYTES = 1 << 20
-#: lines (at most bytes) held back at the end of each buffer for look-ahead
-HOLD_LINES, HOLD_BYTES = 64, 256 << 10
+#: the lines held back at the end of each buffer for look-ahead (``hold_back``): every line a
+#: region ends with has at least HOLD_LINES lines and HOLD_BYTES bytes after it in its buffer (or
+#: the source's end), as far as the search for its writer's next stamp or its context looks
+#: (``LOOK_LINES`` lines, of an interleaved writer within ``WRITER_WINDOW``), so where the input was
+#: cut (a follower's looks, the buffers of a big file) changes no match; never more than HOLD_MAX
+#: bytes (lines that long are cut-dependent: 400 lines of 10 KiB)
+HOLD_LINES, HOLD_BYTES, HOLD_MAX = LOOK_LINES, WRITER_WINDOW, 4 << 20
 #: a region scanned in place (with the look-back and look-ahead around it) rather than copied out,
 #: when it is at least this many times their size
 SCAN_IN_PLACE = 4
@@ -180,6 +185,8 @@ class Reader:
     def region(self, region: bytes, ahead: bytes = b"") -> None:
         """Process one line-aligned region, with the kept bytes before it for look-back and the
         held-back complete lines after it (``ahead``, processed with the next region) for look-ahead."""
+        if not region:
+            return  # all is held back for look-ahead (``hold_back``)
         ahead = ahead_of(ahead) if ahead else b""
         keep = self.keep
         data = b"".join((keep, region, ahead))
@@ -306,50 +313,58 @@ def count_nl(data: bytes, start: int, end: int) -> int:
     return int(np.count_nonzero(np.frombuffer(data, np.uint8, end - start, start) == 10))
 
 
+def region_end(rfind: Callable[[int, int], int], cut: int) -> int:
+    """The line start where a buffer's region ends, before the lines held back for look-ahead: the
+    last one with HOLD_LINES lines and HOLD_BYTES bytes between it and ``cut`` (the buffer's last
+    line end); 0 when no line has that much after it yet (all is held); within HOLD_MAX of ``cut``
+    (the furthest line start found there, or ``cut`` in a line that long). ``rfind(lo, hi)``: the
+    last newline in ``[lo, hi)`` of the buffer, or -1."""
+    floor = max(0, cut - HOLD_MAX)
+    end, nl = cut, cut - 1
+    for _ in range(HOLD_LINES):
+        nl = rfind(floor, nl)
+        if nl < 0:
+            return 0 if floor == 0 else end
+        end = nl + 1
+    if cut - end < HOLD_BYTES:
+        nl = rfind(floor, cut - HOLD_BYTES) if cut - HOLD_BYTES > floor else -1
+        if nl < 0:
+            return 0 if floor == 0 else end
+        end = nl + 1
+    return end
+
+
 def hold_back(data: bytes, cut: int) -> int:
     """Where to end this round's region instead of at ``cut`` (a line start): the last lines are
-    held back for the next round, so every candidate line has the lines after it (event context,
-    the next stamped line) at hand; never more than HOLD_LINES, HOLD_BYTES or half the buffer."""
-    hold = cut - 1
-    floor = max(cut - HOLD_BYTES, len(data) // 2)
-    for _ in range(HOLD_LINES):
-        nl = data.rfind(b"\n", floor, hold)
-        if nl < 0:
-            break
-        hold = nl
-    return hold + 1 if 0 < hold and hold + 1 < cut else cut
+    held back for the next round (``region_end``), so every candidate line has the lines after it
+    (event context, the next stamped line) at hand whatever the cut."""
+    return region_end(lambda lo, hi: data.rfind(b"\n", lo, hi), cut)
 
 
 def cut_index(carry: bytes, chunk: bytes) -> int | None:
     """Where ``Reader.feed`` cuts ``carry + chunk`` (at the last newline, holding back the
     last lines), found without joining them; None when the cut is not in ``chunk`` (no newline in
-    it, or the hold reaches back into ``carry``)."""
+    it, or the hold reaches back into ``carry``, or all is held)."""
     i = chunk.rfind(b"\n")
     if i < 0:
         return None
     lc = len(carry)
-    cut = lc + i + 1
-    size = lc + len(chunk)
-    hold = cut - 1
-    lo = max(cut - HOLD_BYTES, size // 2)  # never more than half the buffer
-    for _ in range(HOLD_LINES):
-        nl = chunk.rfind(b"\n", max(lo - lc, 0), hold - lc) if hold > lc else -1
-        if nl >= 0:
-            nl += lc
-        elif lo < lc:
-            nl = carry.rfind(b"\n", lo, min(hold, lc))
-        if nl < 0:
-            break
-        hold = nl
-    if hold > 0 and hold + 1 < cut:
-        cut = hold + 1
-    return None if cut < lc else cut
+
+    def rfind(lo: int, hi: int) -> int:
+        if hi > lc:
+            j = chunk.rfind(b"\n", max(lo - lc, 0), hi - lc)
+            if j >= 0:
+                return j + lc
+        return carry.rfind(b"\n", lo, min(hi, lc)) if lo < lc else -1
+
+    end = region_end(rfind, lc + i + 1)
+    return None if end < lc or end == 0 else end
 
 
 def ahead_of(held: bytes | memoryview) -> bytes:
-    """The look-ahead a region gets from the lines held back after it: their first HOLD_BYTES,
+    """The look-ahead a region gets from the lines held back after it: their first HOLD_MAX bytes,
     whole lines only."""
-    ahead = bytes(held[:HOLD_BYTES])
+    ahead = bytes(held[:HOLD_MAX])
     return ahead[: ahead.rfind(b"\n") + 1]
 
 
