@@ -224,10 +224,7 @@ class Reader:
             f"{'truncated or corrupt ' + what + ' stream' if what else 'read error'} after "
             f"{self.offset + len(self.carry)} bytes ({reason}); what came before was analysed, the rest is lost",
             DiagCode.TRUNCATED if what else DiagCode.READ_ERROR))
-        if self.carry:
-            self.region(self.carry + b"\n")
-            self.offset += len(self.carry)
-            self.carry = b""
+        self.end_of_input()  # (the lines held back and an unfinished last one: analysed and counted)
 
 
 def read_stream(stream: IO[bytes], size: int) -> Iterator[bytes]:
@@ -313,12 +310,16 @@ def count_nl(data: bytes, start: int, end: int) -> int:
     return int(np.count_nonzero(np.frombuffer(data, np.uint8, end - start, start) == 10))
 
 
-def region_end(rfind: Callable[[int, int], int], cut: int) -> int:
-    """The line start where a buffer's region ends, before the lines held back for look-ahead: the
-    last one with HOLD_LINES lines and HOLD_BYTES bytes between it and ``cut`` (the buffer's last
-    line end); 0 when no line has that much after it yet (all is held); within HOLD_MAX of ``cut``
-    (the furthest line start found there, or ``cut`` in a line that long). ``rfind(lo, hi)``: the
-    last newline in ``[lo, hi)`` of the buffer, or -1."""
+def region_end(rfind: Callable[[int, int], int], cut: int, size: int) -> int:
+    """The line start where a buffer of ``size`` bytes has its region end, before the lines held
+    back for look-ahead: the last one with HOLD_LINES lines and HOLD_BYTES bytes between it and
+    ``cut`` (the buffer's last line end); 0 when no line has that much after it yet (all is held);
+    within HOLD_MAX of ``cut`` (the furthest line start found there, or ``cut`` in a line that
+    long); ``cut`` when the unfinished line after it is longer than HOLD_MAX (then it is read as an
+    over-long line, without the complete lines before it). ``rfind(lo, hi)``: the last newline in
+    ``[lo, hi)`` of the buffer, or -1."""
+    if size - cut > HOLD_MAX:
+        return cut
     floor = max(0, cut - HOLD_MAX)
     end, nl = cut, cut - 1
     for _ in range(HOLD_LINES):
@@ -338,7 +339,7 @@ def hold_back(data: bytes, cut: int) -> int:
     """Where to end this round's region instead of at ``cut`` (a line start): the last lines are
     held back for the next round (``region_end``), so every candidate line has the lines after it
     (event context, the next stamped line) at hand whatever the cut."""
-    return region_end(lambda lo, hi: data.rfind(b"\n", lo, hi), cut)
+    return region_end(lambda lo, hi: data.rfind(b"\n", lo, hi), cut, len(data))
 
 
 def cut_index(carry: bytes, chunk: bytes) -> int | None:
@@ -357,7 +358,7 @@ def cut_index(carry: bytes, chunk: bytes) -> int | None:
                 return j + lc
         return carry.rfind(b"\n", lo, min(hi, lc)) if lo < lc else -1
 
-    end = region_end(rfind, lc + i + 1)
+    end = region_end(rfind, lc + i + 1, lc + len(chunk))
     return None if end < lc or end == 0 else end
 
 
