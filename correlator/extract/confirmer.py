@@ -30,7 +30,7 @@ from correlator.extract.lines import (
     with_stamp,
 )
 from correlator.extract.prefixes import Prefix, clean, nccl_origin, split_prefix
-from correlator.extract.reader import Hygiene, count_nl
+from correlator.extract.reader import Hygiene, count_lines
 from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
 from correlator.extract.timestamps import Parsed
 from correlator.model import DiagCode, Diagnostic, Match, Role, Rule, Scope, TimeKind, Who
@@ -401,7 +401,7 @@ class Confirmer:
         for start in sorted(lines):
             if start < buf.begin:
                 continue
-            line_no += count_nl(data, counted_to, start)
+            line_no += count_lines(self.ctx.scanner, data, counted_to, start, buf.base_offset)
             counted_to = start
             _, end = buf.line_at(start)
             raw = data[start:end]
