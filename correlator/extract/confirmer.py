@@ -398,6 +398,7 @@ class Confirmer:
         line_no = buf.base_line
         counted_to = buf.begin
         pending: list[Pending] = []
+        nccl_only = {engine.nccl_fact}
         for start in sorted(lines):
             if start < buf.begin:
                 continue
@@ -407,6 +408,8 @@ class Confirmer:
             raw = data[start:end]
             if len(raw) > MAX_LINE_BYTES:
                 self.hygiene.line_capped(line_no)
+            elif lines[start] == nccl_only and self.statements.nccl_line_said(raw):
+                continue  # (the same fact as an earlier init line's: nothing to build)
             prefix, msg = parse_line(raw)
             pbytes = prefix_bytes(raw, prefix)
             key = prefix.key

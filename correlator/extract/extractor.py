@@ -73,7 +73,10 @@ class Engine:
             for rx in rule.match.any:
                 patterns.append(Pattern(len(patterns), rx, rule.match.prefilter))
                 self.pattern_rule.append(ri)
-        for fi, (_name, rx, kws) in enumerate(FACTS):
+        for fi, (name, rx, kws) in enumerate(FACTS):
+            if name == "nccl-comm":
+                #: the pattern id of NCCL's communicator init lines (``Statements.nccl_line_said``)
+                self.nccl_fact = len(patterns)
             patterns.append(Pattern(len(patterns), rx, kws))
             self.pattern_rule.append(-1 - fi)
         self.scanner: Scanner = make_scanner(patterns, scanner, probes=lambda: _probes(self.ruleset, patterns,
