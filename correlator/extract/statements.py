@@ -62,20 +62,24 @@ FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 #: distinct NCCL init lines remembered per source (a rank states a handful; a combined stream of
 #: the whole job one handful per rank): beyond that, lines are parsed as they come
 NCCL_LINES_KEPT = 4096
-_NCCL_VOLATILE = re.compile(rb" comm(?:Id)? 0x([0-9a-fA-F]+)(?= )")
-_NCCL_INIT_END = re.compile(rb" - Init (?:START|COMPLETE)$")
+_NCCL_VOLATILE = re.compile(rb"( comm(?:Id)? 0x)([0-9a-fA-F]+)(?= )")
 
 
-def nccl_line_key(raw: bytes) -> bytes:
-    """An ASCII NCCL init line (no ANSI codes, no ``\r``) with the hex digits of its ``comm 0x...``
-    and ``commId 0x...`` (followed by a space) zeroed and its ``- Init START``/``COMPLETE`` end
-    dropped: lines with the same key give the same fact. Zeroing keeps every position (NCCL's
-    origin is looked for in the first 300 characters), no pattern of the fact or of the launcher
-    prefixes tells a zero from another hex digit there (each such digit follows ``0x`` or another
-    digit, where no digit, word boundary or literal is tried), and nothing of the fact lies in
-    the dropped end (which follows `` - Init ``)."""
-    return _NCCL_INIT_END.sub(b" - Init ", _NCCL_VOLATILE.sub(
-        lambda m: m.group(0)[: m.start(1) - m.start(0)] + b"0" * (m.end(1) - m.start(1)), raw))
+def nccl_line_key(raw: bytes) -> tuple:
+    """An ASCII NCCL init line (no ANSI codes, no ``\\r``) with the hex digits of its ``comm 0x...``
+    and ``commId 0x...`` (followed by a space) as their count and its ``- Init START``/``COMPLETE``
+    end dropped: lines with the same key give the same fact. The digits' count keeps every position
+    (NCCL's origin is looked for in the first 300 characters), no pattern of the fact or of the
+    launcher prefixes tells one hex digit from another there (each follows ``0x`` or another digit,
+    where no digit, word boundary or literal is tried), and nothing of the fact lies in the dropped
+    end (which follows `` - Init ``)."""
+    if raw.endswith(b" - Init COMPLETE"):
+        raw = raw[:-8]
+    elif raw.endswith(b" - Init START"):
+        raw = raw[:-5]
+    parts: list = _NCCL_VOLATILE.split(raw)  # text, " comm 0x", digits, text, ...
+    parts[2::3] = [len(d) for d in parts[2::3]]
+    return tuple(parts)
 
 
 def line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
@@ -152,7 +156,7 @@ class Statements:
         #: repeat says nothing more)
         self._nccl_said: set[tuple] = set()
         #: the init lines seen, each as ``nccl_line_key`` (at most NCCL_LINES_KEPT)
-        self._nccl_lines: set[bytes] = set()
+        self._nccl_lines: set[tuple] = set()
 
     def nccl_line_said(self, raw: bytes) -> bool:
         """Whether the NCCL init line ``raw`` states what a line seen before stated (then it needs no
