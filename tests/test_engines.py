@@ -371,6 +371,21 @@ def _window_text(rnd: random.Random, n: int, pool: list[str] = _WINDOW_LINES) ->
     return ("\n".join(out) + ("\n" if rnd.random() < 0.8 else "")).encode()
 
 
+@needs_hs
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 200), st.sampled_from([1, 2, 3, 8]))
+def test_one_writer_through_the_window_finder_is_one_writer(rnd, n, kinds):
+    """The census of a window's prefixes through Hyperscan's window finder == ``lines.one_writer``'s
+    ``findall`` over every line, for windows of few or many kinds of prefixed lines."""
+    from correlator.extract.lines import one_writer
+
+    pool = rnd.sample(_WINDOW_LINES, min(len(_WINDOW_LINES), kinds * 4))
+    data = _window_text(rnd, n, pool)
+    if rnd.random() < 0.3:
+        data = data[rnd.randrange(len(data) + 1):]  # (a window may start anywhere after a cut)
+    assert windows.one_writers(data, True) == one_writer(data) == windows.one_writers(data, False)
+
+
 def _windows(engine) -> windows.Windows:
     from correlator.extract.lines import Context, Stamps
 
