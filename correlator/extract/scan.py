@@ -615,7 +615,7 @@ EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
 
 def _small_db(exprs: list[bytes], flags: list[int]) -> Database:
     """A block-mode database of a few fixed patterns with their own flags, from the disk cache when
-    it is there (compiling the window finder's four took ~30 ms in every process)."""
+    it is there (compiling the window finder's databases took ~30 ms in every process)."""
     import hyperscan
 
     ids = list(range(len(exprs)))
