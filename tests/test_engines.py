@@ -105,6 +105,69 @@ def test_split_file_merges_exactly_as_the_serial_scan(engine, rnd, cuts, chunk):
     assert split == serial
 
 
+def _dirty(rnd: random.Random, data: bytes) -> bytes:
+    """``data`` with a few lines holding what ``Hygiene`` looks for: NUL bytes, non-ASCII text,
+    invalid UTF-8 (or none of them)."""
+    lines = data.split(b"\n")
+    for _ in range(rnd.randint(0, 3)):
+        i = rnd.randrange(len(lines))
+        lines[i] += rnd.choice([b"\x00\x00", " caf\u00e9 \u2014 ok".encode(), b" \xff\xfe bad", b"\xe2\x80"])
+    return b"\n".join(lines)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=20000), max_size=12),
+       st.sampled_from([None, 300, 4096]), st.sampled_from([1, 97, 1000]))
+def test_split_file_with_line_marks_and_hygiene_merges_exactly(engine, rnd, cuts, chunk, grid):
+    """The pieces' line counts (marks every ``grid`` bytes) and clean-text flags give the serial
+    line numbers and hygiene diagnostics, whatever the cuts, the buffer size and the text."""
+    data = _dirty(rnd, _job_text(rnd))
+    opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+    src = SourceInfo(path="job.out", kind="memory", size=len(data))
+    serial = extract(src, engine, opts, stream=io.BytesIO(data))
+    before = engines.LINE_MARK_BYTES
+    engines.LINE_MARK_BYTES = grid
+    try:
+        replay = engines.ReplayScanner(_pieces(engine, data, cuts))
+        replay.name = engine.scanner.name
+        split = extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay)
+    finally:
+        engines.LINE_MARK_BYTES = before
+    assert split == serial
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=20000), max_size=8),
+       st.sampled_from([1, 64, 1000]))
+def test_replayed_line_marks_count_as_count_nl(engine, rnd, cuts, grid):
+    """Any range's line count from the marks equals counting it; a range said to be clean has no
+    NUL and decodes, and a clean text's line-aligned ranges are said to be clean."""
+    data = _dirty(rnd, _job_text(rnd))
+    before = engines.LINE_MARK_BYTES
+    engines.LINE_MARK_BYTES = grid
+    try:
+        replay = engines.ReplayScanner(_pieces(engine, data, cuts))
+        replay.scan(b"", len(data))
+        for _ in range(50):
+            a, b = sorted(rnd.randrange(len(data) + 1) for _ in range(2))
+            base = rnd.randrange(a + 1)  # the caller's buffer may start anywhere before the range
+            assert replay.lines_between(data[base:], a - base, b - base, base) == data.count(b"\n", a, b)
+            a = data.rfind(b"\n", 0, a) + 1
+            b = data.find(b"\n", b)
+            if b < 0:
+                continue
+            b += 1
+            said = replay.clean_between(data, a, b, 0)
+            text = data[a:b]
+            if said:
+                assert b"\x00" not in text
+                text.decode("utf-8")
+            elif b"\x00" not in data and data.decode("utf-8", "replace") == data.decode("utf-8", "ignore"):
+                assert a == b, (a, b)
+    finally:
+        engines.LINE_MARK_BYTES = before
+
+
 def test_piece_bounds_are_line_starts(tmp_path):
     data = _job_text(random.Random(3)) * 40
     p = tmp_path / "big.out"
@@ -306,6 +369,21 @@ def _window_text(rnd: random.Random, n: int, pool: list[str] = _WINDOW_LINES) ->
         t = T0 + timedelta(seconds=rnd.randint(0, 59), milliseconds=rnd.randint(0, 999))
         out.append(rnd.choice(pool).format(py=py(t), glogI=glog(t, "I"), glogE=glog(t, "E"), n=step))
     return ("\n".join(out) + ("\n" if rnd.random() < 0.8 else "")).encode()
+
+
+@needs_hs
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 200), st.sampled_from([1, 2, 3, 8]))
+def test_one_writer_through_the_window_finder_is_one_writer(rnd, n, kinds):
+    """The census of a window's prefixes through Hyperscan's window finder == ``lines.one_writer``'s
+    ``findall`` over every line, for windows of few or many kinds of prefixed lines."""
+    from correlator.extract.lines import one_writer
+
+    pool = rnd.sample(_WINDOW_LINES, min(len(_WINDOW_LINES), kinds * 4))
+    data = _window_text(rnd, n, pool)
+    if rnd.random() < 0.3:
+        data = data[rnd.randrange(len(data) + 1):]  # (a window may start anywhere after a cut)
+    assert windows.one_writers(data, True) == one_writer(data) == windows.one_writers(data, False)
 
 
 def _windows(engine) -> windows.Windows:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -360,3 +361,82 @@ def test_the_nearest_n_context_lines_are_the_last_n_of_the_nearest_200(lines, n,
     far = buf.context(start, pbytes, 200, 0)[0]
     near = buf.context(start, pbytes, n, 0)[0]
     assert near == (far[-n:] if n else [])
+
+
+def _nccl_init(rank: int, comm: int, *, nranks: int = 16, bus: str = "38000", end: str = "Init START") -> str:
+    return (f"gpu-a001:4000{rank % 8}:4000{rank % 8} [{rank % 8}] NCCL INFO ncclCommInitRank comm 0x55d3a8e{comm:05x} "
+            f"rank {rank} nranks {nranks} cudaDev {rank % 8} nvmlDev {rank % 8} busId {bus} "
+            f"commId 0x2f6c1e9a{comm:08x} - {end}")
+
+
+def test_an_nccl_init_fact_stated_again_is_kept_once_in_the_order_first_stated(engine):
+    """A rank creates a communicator per group and step: its init lines (START and COMPLETE, each
+    with its own comm pointer) state one fact, kept once; a line stating anything else is kept too."""
+    lines = [_nccl_init(3, c, end=e) for c in range(40) for e in ("Init START", "Init COMPLETE")]
+    lines[10:10] = [_nccl_init(3, 999, nranks=4)]  # a sub-communicator's size
+    lines[30:30] = [_nccl_init(3, 998, bus="b7000")]  # another bus id
+    lines[50:50] = [_nccl_init(3, 997, nranks=4)]  # said before
+    digest = digest_of(engine, "\n".join(lines) + "\n")
+    # what each line states on its own (a file of that line alone), first statements in order
+    alone = [f for ln in lines for f in digest_of(engine, ln + "\n").identities]
+    assert len(alone) == len(lines)
+    expect = [replace(f, origin_path=digest.source.path) for f in dict.fromkeys(
+        replace(f, origin_path="") for f in alone)]
+    assert list(digest.identities) == expect
+    assert len(expect) == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), min_size=1, max_size=40), st.randoms(use_true_random=False))
+def test_joining_identity_facts_does_not_depend_on_a_fact_said_again(facts, rnd):
+    """``identity.build`` keeps a key's first statement and forgets a key two statements disagree
+    on: an NCCL init fact repeated anywhere after its first statement changes nothing."""
+    from correlator.correlate import identity
+    from correlator.model import Digest, FactSource, IdentityFact, Who
+
+    pool = [IdentityFact(Who(rank=r, local_rank=r % 2 if h != 2 else None, host=f"gpu-{h}", pid=100 + r),
+                         None, "", FactSource.NCCL_INIT, comm_size=8 if r != 5 else 2, bus=0x38000 + r)
+            for r in range(6) for h in range(3)]
+    said = [pool[r * 3 + h] for r, h in facts]
+    srcs = [SourceInfo(path=f"rank-{i}.log", kind="file", file_rank=i) for i in range(2)]
+    once = [list(dict.fromkeys(said[i::2])) for i in range(2)]
+    again = [list(x) for x in once]
+    for x, full in zip(again, (said[0::2], said[1::2])):
+        for f in full:  # repeats at random places after the first statement
+            x.insert(rnd.randint(x.index(f) + 1, len(x)), f)
+    build = [identity.build([Digest(s, identities=tuple(f)) for s, f in zip(srcs, fs)], set()) for fs in (once, again)]
+    assert build[0] == build[1]
+
+
+_NCCL_HEAD = ["", "12: ", "[default1]:", "12: [default1]:[rank3]:", "(pid=12) ", "gpu-b7: "]
+_NCCL_ORIGIN = ["", "gpu-a001:4001:4001 [1] ", "0x{h}:1:1 [0] ", "node-0x{h}:1:2 [1] ", "h:1:2 [1] ib.c:3 "]
+_NCCL_EXTRA = ["cudaDev 1 ", "busId {h} ", "busId 38000 ", "commId 0x{h} ", "rank 0x{h} ", "0x{h}:12:12 [0] NCCL ",
+               "comm 0x{h} ", "comm 0x{h}", "x" * 250, "- Init ", "rank 5 nranks 2 "]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(_NCCL_HEAD), st.sampled_from(_NCCL_ORIGIN), st.booleans(), st.sampled_from(["r", "R"]),
+       st.lists(st.sampled_from(_NCCL_EXTRA), max_size=6), st.randoms(use_true_random=False),
+       st.sampled_from(["", " - Init START", " - Init COMPLETE", " - Init STARTED"]),
+       st.sampled_from(["", " - Init START", " - Init COMPLETE"]))
+def test_nccl_init_lines_with_the_same_key_state_the_same_fact(engine, head, origin, init, r, extra, rnd, end1, end2):
+    """Two lines that ``nccl_line_key`` calls the same state the same fact (each read alone), so
+    that the second need not be parsed: init lines whose hex digits (of the same count) vary,
+    each piece's digits varying or not, with other pieces around them."""
+    from correlator.extract.statements import nccl_line_key
+
+    pieces = [head, origin, "NCCL INFO ", "ncclCommInitRank " if init else "", "comm 0x{h} ", f"rank 3 n{r}anks 16 ",
+              *extra]
+    sizes = [rnd.randint(1, 12) for _ in pieces]
+    fixed = [None if rnd.random() < 0.5 else "".join(rnd.choice("0123456789abcdefABCDEF") for _ in range(n))
+             for n in sizes]
+
+    def line(end: str) -> str:
+        return "".join(p.format(h=f if f is not None else "".join(rnd.choice("0123456789abcdefABCDEF")
+                                                                   for _ in range(n)))
+                       for p, n, f in zip(pieces, sizes, fixed)).rstrip(" ") + end
+
+    one, two = line(end1), line(end2)
+    if nccl_line_key(one.encode()) != nccl_line_key(two.encode()):
+        return
+    assert digest_of(engine, one + "\n").identities == digest_of(engine, two + "\n").identities

@@ -31,7 +31,7 @@ from correlator.extract.lines import (
     with_stamp,
 )
 from correlator.extract.prefixes import Prefix, clean, nccl_origin, split_prefix
-from correlator.extract.reader import Hygiene, count_nl
+from correlator.extract.reader import Hygiene, count_lines
 from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
 from correlator.extract.timestamps import Parsed
 from correlator.model import DiagCode, Diagnostic, Match, Role, Rule, Scope, TimeKind, Who
@@ -397,15 +397,18 @@ class Confirmer:
         line_no = buf.base_line
         counted_to = buf.begin
         pending: list[Pending] = []
+        nccl_only = {engine.nccl_fact}
         for start in sorted(lines):
             if start < buf.begin:
                 continue
-            line_no += count_nl(data, counted_to, start)
+            line_no += count_lines(self.ctx.scanner, data, counted_to, start, buf.base_offset)
             counted_to = start
             _, end = buf.line_at(start)
             raw = data[start:end]
             if len(raw) > MAX_LINE_BYTES:
                 self.hygiene.line_capped(line_no)
+            elif lines[start] == nccl_only and self.statements.nccl_line_said(raw):
+                continue  # (the same fact as an earlier init line's: nothing to build)
             prefix, msg = parse_line(raw)
             pbytes = prefix_bytes(raw, prefix)
             key = prefix.key

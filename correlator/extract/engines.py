@@ -34,8 +34,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
+from typing import NamedTuple
 
 from correlator.extract.extractor import Engine, ExtractOptions, extract
+from correlator.extract.reader import count_nl
 from correlator.model import DiagCode, Diagnostic, Digest, SourceInfo
 
 ENGINES = ("local", "dask")
@@ -226,8 +228,25 @@ def _read_at(path: str, start: int, size: int) -> bytes:
         return f.read(size)
 
 
-#: a scanned piece: (start, end, its candidate lines, the scanner's reports on it)
-Piece = tuple[int, int, Candidates, int]
+#: a piece's line counts are known at every multiple of this many bytes of the source (and at its
+#: candidate lines): this process counts at most half of it again to find a line number in between
+LINE_MARK_BYTES = 64 << 10
+
+
+class Piece(NamedTuple):
+    """A scanned piece of a split file, with what its worker found out that does not depend on order."""
+
+    start: int
+    end: int
+    #: its candidate lines (absolute offsets) with their pattern ids
+    candidates: Candidates
+    #: the scanner's reports on it
+    reports: int
+    #: source offset -> newlines in ``[start, offset)``: at ``start``, ``end``, every candidate and every
+    #: multiple of LINE_MARK_BYTES in between (None: not counted, without numpy)
+    lines_at: dict[int, int] | None = None
+    #: no NUL byte and valid UTF-8 (then so is every line-aligned range of it)
+    clean: bool = False
 
 
 def _scan_piece(path: str, start: int, end: int) -> Piece:
@@ -240,8 +259,42 @@ def _scan_bytes(engine: Engine, data: bytes, start: int, end: int) -> Piece:
     scanner = engine.scanner
     before = getattr(scanner, "reports", 0)
     lines = scanner.scan(data, len(data))
-    return (start, end, sorted((start + s, tuple(sorted(ids))) for s, ids in lines.items()),
-            getattr(scanner, "reports", 0) - before)
+    cands = sorted((start + s, tuple(sorted(ids))) for s, ids in lines.items())
+    reports = getattr(scanner, "reports", 0) - before
+    if len(data) != end - start:  # (the file changed under us: nothing more is taken from this piece)
+        return Piece(start, end, cands, reports)
+    clean = data.find(b"\x00") < 0 and _valid_utf8(data)
+    return Piece(start, end, cands, reports, _line_marks(data, start, [c for c, _ in cands]), clean)
+
+
+def _valid_utf8(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _line_marks(data: bytes, start: int, at: list[int]) -> dict[int, int] | None:
+    """Newlines in ``data`` (the source's bytes from ``start``) before each of the source offsets
+    ``at``, ``start``, its end and every multiple of LINE_MARK_BYTES in between (``Piece.lines_at``)."""
+    from correlator.extract import reader
+
+    reader.warm_up()
+    np = reader._np
+    if not np:
+        return None
+    step = reader.BLOCK_BYTES  # (a block at a time: the comparison's array stays in the cache)
+    found = [np.flatnonzero(np.frombuffer(data, np.uint8, min(step, len(data) - a), a) == 10) + a
+             for a in range(0, len(data), step)]
+    newlines = np.concatenate(found) if found else np.zeros(0, np.int64)
+    grid = LINE_MARK_BYTES
+    end = start + len(data)
+    points = [start, *range(start - start % grid + grid, end, grid), *at, end]
+    counts = np.searchsorted(newlines, np.asarray(points, np.int64) - start)
+    return dict(zip(points, counts.tolist()))
 
 
 def piece_bounds(path: str, size: int, piece: int = PIECE_BYTES) -> list[tuple[int, int]]:
@@ -286,19 +339,34 @@ class ReplayScanner:
         self._pending: deque[tuple[int, tuple[int, ...]]] = deque()
         self._covered = 0  # candidates are known for [0, _covered)
         self._cursor = 0
+        #: the pieces not yet passed, with their line marks as newlines since the source's start
+        #: (None: not known) and whether they are clean text
+        self._marks: deque[tuple[int, int, dict[int, int] | None, bool]] = deque()
+        self._counted: int | None = 0  # newlines in [0, _covered) while every piece was counted
 
     def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
         lo, hi = self._cursor, self._cursor + end
+        marks = self._marks
+        while marks and marks[0][1] <= lo:  # passed: the caller counts and checks only in [lo, hi)
+            marks.popleft()
         while self._covered < hi:
             try:
-                start, stop, cands, reports = next(self._pieces)
+                piece = next(self._pieces)
             except StopIteration:
                 break
-            self.reports += reports
+            start, stop, cands = piece.start, piece.end, piece.candidates
+            self.reports += piece.reports
             if start != self._covered:
                 raise RuntimeError(f"replayed pieces out of order: {start} != {self._covered}")
             self._pending.extend(cands)
             self._covered = stop
+            before, lines_at = self._counted, piece.lines_at
+            if before is None or lines_at is None:
+                self._counted = None
+                marks.append((start, stop, None, piece.clean))
+            else:
+                marks.append((start, stop, {k: before + v for k, v in lines_at.items()}, piece.clean))
+                self._counted = before + lines_at[stop]
         out: dict[int, set[int]] = {}
         pend = self._pending
         while pend and pend[0][0] < hi:
@@ -307,6 +375,56 @@ class ReplayScanner:
                 out.setdefault(at - lo, set()).update(ids)
         self._cursor = hi
         return out
+
+    def _lines_to(self, data: bytes, base: int, at: int) -> int | None:
+        """Newlines in the source before offset ``at`` (``data[at - base]``), from the nearest line
+        mark counted by the worker and the bytes between it and ``at``; None: no mark in reach."""
+        for start, stop, known, _clean in self._marks:
+            if at > stop:
+                continue
+            if at < start or known is None:
+                return None
+            n = known.get(at)
+            if n is not None:
+                return n
+            grid = LINE_MARK_BYTES
+            below, above = max(start, at - at % grid), min(stop, at - at % grid + grid)
+            if at - below <= above - at and below >= base:
+                return known[below] + data.count(b"\n", below - base, at - base)
+            if above - base <= len(data):
+                return known[above] - data.count(b"\n", at - base, above - base)
+            if below >= base:
+                return known[below] + data.count(b"\n", below - base, at - base)
+            return None
+        return None
+
+    def lines_between(self, data: bytes, start: int, end: int, base: int) -> int:
+        """``count_nl(data, start, end)`` (``base``: the source offset of ``data[0]``) from the pieces'
+        line marks: only the bytes between a mark and each end are counted here."""
+        if end - start > LINE_MARK_BYTES:
+            a = self._lines_to(data, base, base + start)
+            if a is not None:
+                b = self._lines_to(data, base, base + end)
+                if b is not None:
+                    return b - a
+        return count_nl(data, start, end)
+
+    def clean_between(self, data: bytes, start: int, end: int, base: int) -> bool:
+        """Whether ``data[start:end]`` lies in pieces with no NUL byte and valid UTF-8 and is cut at
+        line ends, as theirs are (then each of its characters is whole)."""
+        if start >= end or data[end - 1] != 10 or (start > 0 and data[start - 1] != 10) or (start == 0 and base != 0):
+            return False
+        lo, hi = base + start, base + end
+        covered = lo
+        for a, b, _known, clean in self._marks:
+            if b <= covered:
+                continue
+            if a > covered or not clean:
+                return False
+            covered = b
+            if covered >= hi:
+                return True
+        return False
 
     def scan_range(self, data: bytes, begin: int, end: int) -> dict[int, set[int]]:
         """``scan`` of the region ``data[begin:end]``, as offsets in ``data`` (only its length counts)."""
@@ -328,7 +446,7 @@ def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[in
         if nxt is not None:
             queue.append(pool.submit(_scan_piece, path, *nxt))
         if on_piece is not None:
-            on_piece(res[1] - res[0])
+            on_piece(res.end - res.start)
         yield res
 
 

@@ -24,8 +24,9 @@ from correlator.extract.reader import (
     Hygiene,
     Reader,
     blocks,
-    count_nl,
+    count_lines,
     error_json,
+    known_clean,
     own,
     read_stream,
     scan_region,
@@ -72,7 +73,10 @@ class Engine:
             for rx in rule.match.any:
                 patterns.append(Pattern(len(patterns), rx, rule.match.prefilter))
                 self.pattern_rule.append(ri)
-        for fi, (_name, rx, kws) in enumerate(FACTS):
+        for fi, (name, rx, kws) in enumerate(FACTS):
+            if name == "nccl-comm":
+                #: the pattern id of NCCL's communicator init lines (``Statements.nccl_line_said``)
+                self.nccl_fact = len(patterns)
             patterns.append(Pattern(len(patterns), rx, kws))
             self.pattern_rule.append(-1 - fi)
         self.scanner: Scanner = make_scanner(patterns, scanner, probes=lambda: _probes(self.ruleset, patterns,
@@ -179,17 +183,25 @@ class Extractor:
         # the region's passes (NULs and UTF-8, the scan, candidates, line counts) one cache-sized block
         # at a time: a block is read from memory once, not once per pass (a 32 MiB file in one pass
         # each costs a fifth more per byte than a 4 MiB one)
+        # (a split file's pieces come with their line counts and whether they are clean text: then
+        # those passes are not made again here, ``count_lines`` and ``known_clean``)
         confirmer = self.confirmer
-        utf8 = None if self.hygiene.bad_utf8_at is not None else not data.isascii()
+        scanner = ctx.scanner
+        base = offset - begin
+        utf8: bool | None = None
+        looked = False  # (whether ``utf8`` was worked out: only a block that is checked needs it)
         next_line = keep_line
         for a, b in blocks(data, begin, end_region):
-            self.hygiene.check(data, offset + (a - begin), a, b, utf8=utf8)
-            reports = getattr(ctx.scanner, "reports", 0)
-            lines = scan_region(ctx.scanner, data, a, b)
-            confirmer.reports += getattr(ctx.scanner, "reports", 0) - reports
+            reports = getattr(scanner, "reports", 0)
+            lines = scan_region(scanner, data, a, b)  # (first: a replay then has the pieces' facts at hand)
+            if not known_clean(scanner, data, a, b, base):
+                if not looked:
+                    utf8, looked = (None if self.hygiene.bad_utf8_at is not None else not data.isascii()), True
+                self.hygiene.check(data, offset + (a - begin), a, b, utf8=utf8)
+            confirmer.reports += getattr(scanner, "reports", 0) - reports
             confirmer.candidates += len(lines)
-            line_no, counted_to = confirmer.process(Buffer(data, a, offset - begin, next_line), lines)
-            next_line = line_no + count_nl(data, counted_to, b)  # = keep_line + lines up to b
+            line_no, counted_to = confirmer.process(Buffer(data, a, base, next_line), lines)
+            next_line = line_no + count_lines(scanner, data, counted_to, b, base)  # = keep_line + lines up to b
         self.windows.add_tail(data, begin, end_region, whole)
         return next_line
 

@@ -310,6 +310,23 @@ def count_nl(data: bytes, start: int, end: int) -> int:
     return int(np.count_nonzero(np.frombuffer(data, np.uint8, end - start, start) == 10))
 
 
+def count_lines(scanner: Scanner, data: bytes, start: int, end: int, base: int) -> int:
+    """``count_nl(data, start, end)``, from what the scanner already knows of the source's lines
+    where it can say (a replay of pieces whose workers counted them: ``lines_between``); ``base``
+    is the source offset of ``data[0]``."""
+    between = getattr(scanner, "lines_between", None)
+    if between is not None:
+        return between(data, start, end, base)
+    return count_nl(data, start, end)
+
+
+def known_clean(scanner: Scanner, data: bytes, start: int, end: int, base: int) -> bool:
+    """Whether the scanner knows ``data[start:end]`` (line-aligned, source offset ``base + start``)
+    to hold no NUL byte and only valid UTF-8, so that ``Hygiene.check`` has nothing to find there."""
+    clean = getattr(scanner, "clean_between", None)
+    return clean is not None and clean(data, start, end, base)
+
+
 def region_end(rfind: Callable[[int, int], int], cut: int, size: int) -> int:
     """The line start where a buffer of ``size`` bytes has its region end, before the lines held
     back for look-ahead: the last one with HOLD_LINES lines and HOLD_BYTES bytes between it and

@@ -615,7 +615,7 @@ EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
 
 def _small_db(exprs: list[bytes], flags: list[int]) -> Database:
     """A block-mode database of a few fixed patterns with their own flags, from the disk cache when
-    it is there (compiling the window finder's four took ~30 ms in every process)."""
+    it is there (compiling the window finder's databases took ~30 ms in every process)."""
     import hyperscan
 
     ids = list(range(len(exprs)))
@@ -645,6 +645,8 @@ class WindowFinder:
         self._lines_scratch = hyperscan.Scratch(self._lines)
         self._prefixes = _small_db(list(RANK_PREFIX_HINTS), [0, 0])
         self._prefixes_scratch = hyperscan.Scratch(self._prefixes)
+        self._maybe = _small_db([MAYBE_PREFIX], [0])
+        self._maybe_scratch = hyperscan.Scratch(self._maybe)
         self._hint = _small_db(list(STAMP_HINTS), [hyperscan.HS_FLAG_MULTILINE if multi else 0
                                                    for _, multi in dialects.stamp_hints()])
         self._hint_scratch = hyperscan.Scratch(self._hint)
@@ -714,6 +716,19 @@ class WindowFinder:
             if last and not last.strip():
                 count += 1
         return progress, mark_starts, nccl, count
+
+    def maybe_prefix_lines(self, data: bytes) -> list[int]:
+        """Starts of the lines of ``data`` (line 0 not included) where ``MAYBE_PREFIX`` matches
+        (from the newline before them; it holds no other newline), in order."""
+        ends: list[int] = []
+        append = ends.append
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            append(to)
+
+        self._maybe.scan(data, match_event_handler=on_match, scratch=self._maybe_scratch)
+        rfind = data.rfind
+        return sorted({rfind(b"\n", 0, to - 1) + 1 for to in ends})
 
     def prefix_lines(self, data: bytes) -> list[int]:
         """Starts of the lines that may begin with an srun label or a ``[rankN]:`` tag (line 0 not included)."""

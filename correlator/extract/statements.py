@@ -59,6 +59,29 @@ FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
+#: distinct NCCL init lines remembered per source (a rank states a handful; a combined stream of
+#: the whole job one handful per rank): beyond that, lines are parsed as they come
+NCCL_LINES_KEPT = 4096
+_NCCL_VOLATILE = re.compile(rb"( comm(?:Id)? 0x)([0-9a-fA-F]+)(?= )")
+
+
+def nccl_line_key(raw: bytes) -> tuple:
+    """An ASCII NCCL init line (no ANSI codes, no ``\\r``) with the hex digits of its ``comm 0x...``
+    and ``commId 0x...`` (followed by a space) as their count and its ``- Init START``/``COMPLETE``
+    end dropped: lines with the same key give the same fact. The digits' count keeps every position
+    (NCCL's origin is looked for in the first 300 characters), no pattern of the fact or of the
+    launcher prefixes tells one hex digit from another there (each follows ``0x`` or another digit,
+    where no digit, word boundary or literal is tried), and nothing of the fact lies in the dropped
+    end (which follows `` - Init ``)."""
+    if raw.endswith(b" - Init COMPLETE"):
+        raw = raw[:-8]
+    elif raw.endswith(b" - Init START"):
+        raw = raw[:-5]
+    parts: list = _NCCL_VOLATILE.split(raw)  # text, " comm 0x", digits, text, ...
+    parts[2::3] = [len(d) for d in parts[2::3]]
+    return tuple(parts)
+
+
 def line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
     """``set(_RANK_PREFIX.findall(text)) | set(_SRUN_PREFIX.findall(text))``, faster. With
     ``hyperscan``, only the lines Hyperscan says may hold such a prefix are matched (a match that
@@ -127,6 +150,28 @@ class Statements:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.identities: list[IdentityFact] = []
+        #: what the NCCL init lines stated so far, by the parts of a line its fact is made of: a
+        #: rank's thousand init lines (one per communicator, START and COMPLETE) state one fact,
+        #: built once (the global stage joins facts by first statement and by agreement, so a
+        #: repeat says nothing more)
+        self._nccl_said: set[tuple] = set()
+        #: the init lines seen, each as ``nccl_line_key`` (at most NCCL_LINES_KEPT)
+        self._nccl_lines: set[tuple] = set()
+
+    def nccl_line_said(self, raw: bytes) -> bool:
+        """Whether the NCCL init line ``raw`` states what a line seen before stated (then it needs no
+        parsing: its fact is that line's); a line not seen before is remembered. Lines that differ
+        only in their communicator's pointer and id and in ``Init START``/``COMPLETE`` state the
+        same (``nccl_line_key``); a line with non-ASCII bytes, ANSI codes or ``\r`` frames is
+        always parsed."""
+        if not raw.isascii() or b"\x1b" in raw or b"\r" in raw:
+            return False
+        key = nccl_line_key(raw)
+        if key in self._nccl_lines:
+            return True
+        if len(self._nccl_lines) < NCCL_LINES_KEPT:
+            self._nccl_lines.add(key)
+        return False
 
     def check_writers(self, region: bytes) -> None:
         """A file whose lines carry several ranks' prefixes is a combined stream, and one with
@@ -149,15 +194,20 @@ class Statements:
             self._table(buf, start, prefix, msg, pbytes)
         elif name == "nccl-comm":
             m = _NCCL_COMM.search(msg)
-            origin = nccl_origin(msg)
             if m:
+                origin = nccl_origin(msg)
+                bus = _NCCL_BUS.search(msg)
+                said = (m.group(1), m.group(2), origin, prefix.local_rank, prefix.task, prefix.rank,
+                        bus.group(1) if bus else None)
+                if said in self._nccl_said:
+                    return  # stated already: the same fact
+                self._nccl_said.add(said)
                 who = Who(rank=int(m.group(1)), local_rank=origin[2] if origin else prefix.local_rank,
                           task=prefix.task, host=origin[0] if origin else None, pid=origin[1] if origin else None)
                 if prefix.rank is not None and prefix.rank != who.rank:
                     return  # a sub-communicator's rank, not the global one
                 # (the communicator's size rides along: a sub-communicator's rank is not the global one;
                 # and the GPU's PCI bus id, which a kernel's Xid line names)
-                bus = _NCCL_BUS.search(msg)
                 self.identities.append(IdentityFact(who, prefix.task, path, FactSource.NCCL_INIT,
                                                     comm_size=int(m.group(2)),
                                                     bus=int(bus.group(1), 16) if bus else None))

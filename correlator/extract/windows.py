@@ -90,6 +90,29 @@ def add_anchors(anchors: dict[tuple, Anchor], new: list[tuple[tuple, Anchor]], h
         anchors[akey] = a
 
 
+def one_writers(data: bytes, hyperscan: bool) -> bool:
+    """``lines.one_writer(data)``; with ``hyperscan``, ``MAYBE_PREFIX_RE`` is tried only on the lines
+    the window finder says it matches (``findall`` matches at newlines, each within its line, so
+    its kinds are those matches), and the look stops at a second kind."""
+    finder = None
+    if hyperscan:
+        from correlator.extract.scan import window_finder
+
+        finder = window_finder()
+    if finder is None:
+        return one_writer(data)
+    first = MAYBE_PREFIX_RE.match(b"\n" + data[:256])
+    kinds = {first.group(0)} if first is not None else set()
+    match = MAYBE_PREFIX_RE.match
+    for s in finder.maybe_prefix_lines(data):
+        m = match(data, s - 1)
+        if m is not None:
+            kinds.add(m.group(0))
+            if len(kinds) > 1:
+                return False
+    return True
+
+
 def ansi_hides_nothing(data: bytes) -> bool:
     """Whether the fast window path may read ``data`` with its ANSI codes in place: on no line do
     the codes hide a launcher prefix or a stamp from the byte hints (the lines the hints find are
@@ -243,7 +266,7 @@ class Windows:
         if self.one_writer is None:
             if len(self.head) < ONE_WRITER_PROBE:
                 return HEAD_BYTES
-            self.one_writer = one_writer(self.head[:ONE_WRITER_PROBE])
+            self.one_writer = one_writers(self.head[:ONE_WRITER_PROBE], self.ctx.hyperscan)
         if not self.one_writer:
             return HEAD_BYTES
         for size in HEAD_SIZES_ONE:
@@ -262,7 +285,7 @@ class Windows:
                 return own(tail)
             short = own(tail[-size:])
             short = short[short.find(b"\n") + 1:]
-            if not one_writer(short):
+            if not one_writers(short, self.ctx.hyperscan):
                 return own(tail)
             if PROGRESS.search(short):
                 return short
