@@ -608,6 +608,12 @@ NCCL_LINE = rb" NCCL "
 #: lines that may start with an srun task label or a ``[rankN]:`` tag (``extract._SRUN_PREFIX``,
 #: ``extract._RANK_PREFIX``); the hit's own line is the one to check
 RANK_PREFIX_HINTS = (rb"\n[ \t\n\r\f\v]{0,6}\d{1,6}: ", rb"\[rank\d")
+#: what keeps a plain candidate line out of the confirmer's bulk lane (``confirmer.Confirmer.bulk_lane``,
+#: which checks the same one line at a time without Hyperscan), searched in the lines joined, each
+#: after a newline: what may name a host (a syslog header, an NCCL origin), an embedded launcher
+#: prefix (every one holds ``]:`` or ``]<std``), what every stamp holds (``dialects.stamp_needs``, in
+#: multi-line mode: its ``^`` is a line start) and a line start that may hold a launcher prefix
+LANE_BREAKERS = (rb" kernel: ", rb" NCCL ", rb"\]:", rb"\]<std", dialects.stamp_needs().encode(), MAYBE_PREFIX)
 #: Hyperscan reports no empty matches, and (in this build) misses some matches of ``$``/``\z`` at
 #: the end of a buffer: blank lines are found between two newlines, the first and last line apart
 EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
@@ -648,6 +654,19 @@ class WindowFinder:
         self._hint = _small_db(list(STAMP_HINTS), [hyperscan.HS_FLAG_MULTILINE if multi else 0
                                                    for _, multi in dialects.stamp_hints()])
         self._hint_scratch = hyperscan.Scratch(self._hint)
+        self._lane = _small_db(list(LANE_BREAKERS), [hyperscan.HS_FLAG_MULTILINE] * len(LANE_BREAKERS))
+        self._lane_scratch = hyperscan.Scratch(self._lane)
+
+    def lane_breaks(self, data: bytes) -> list[int]:
+        """Ends of the matches of ``LANE_BREAKERS`` in ``data`` (lines joined, each after a newline)."""
+        ends: list[int] = []
+        append = ends.append
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            append(to)
+
+        self._lane.scan(data, match_event_handler=on_match, scratch=self._lane_scratch)
+        return ends
 
     def progress_lines(self, data: bytes) -> list[int]:
         """Starts of the lines of ``data`` that may hold a progress marker, in order."""
