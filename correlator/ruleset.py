@@ -723,7 +723,9 @@ class RuleSet:
         return b
 
     def confirm(self, index: int, text: str, context: Sequence[str] | Callable[[], Sequence[str]],
-                budget: RuleBudget | None = None) -> tuple[dict[str, str] | None, bool]:
+                budget: RuleBudget | None = None,
+                may_match_all: Callable[[tuple[str, ...], str], bool] | None = None
+                ) -> tuple[dict[str, str] | None, bool]:
         """Captures if rule ``index`` matches ``text`` (with ``context`` for event scope), else None;
         and whether this call spent the rule's ``budget`` (then it is not to be tried again).
         ``context`` may be a function giving it: it is called only when the line itself matched
@@ -732,7 +734,9 @@ class RuleSet:
 
         The call is timed by the wall clock (cheap); only one that took longer than a linear pattern
         may need is timed again in CPU time (``time.thread_time``), so that a process the machine
-        descheduled is not charged for it. Raises ``PatternTimeout`` when a pattern was abandoned."""
+        descheduled is not charged for it. Raises ``PatternTimeout`` when a pattern was abandoned.
+        ``may_match_all(patterns, window)``: False when one of an event rule's ``all`` patterns surely
+        has no match in its window (a faster prefilter's answer; then the patterns are not searched)."""
         got: list[Sequence[str]] = []
 
         def ctx() -> Sequence[str]:
@@ -741,12 +745,12 @@ class RuleSet:
             return got[0]
 
         if budget is None:
-            return self._confirm(index, text, ctx), False
+            return self._confirm(index, text, ctx, may_match_all), False
         import time
 
         t0 = time.perf_counter()
         try:
-            caps = self._confirm(index, text, ctx)
+            caps = self._confirm(index, text, ctx, may_match_all)
         except PatternTimeout as e:
             e.spent = budget.charge(index, time_limit(text), True)
             raise
@@ -760,13 +764,14 @@ class RuleSet:
                 return caps, False
         c0 = time.thread_time()
         try:
-            self._confirm(index, text, ctx)
+            self._confirm(index, text, ctx, may_match_all)
         except PatternTimeout:
             pass
         cpu = time.thread_time() - c0
         return caps, cpu > limit and budget.charge(index, cpu - limit, False)
 
-    def _confirm(self, index: int, text: str, context: Callable[[], Sequence[str]]) -> dict[str, str] | None:
+    def _confirm(self, index: int, text: str, context: Callable[[], Sequence[str]],
+                 may_match_all: Callable[[tuple[str, ...], str], bool] | None = None) -> dict[str, str] | None:
         c = self.compiled(index)
         rid = c.rule.id
         hit = None
@@ -781,6 +786,8 @@ class RuleSet:
             return caps
         event = c.rule.match.scope is Scope.EVENT
         window = "\n".join([*context(), text]) if event else text
+        if c.all and may_match_all is not None and not may_match_all(c.rule.match.all, window):
+            return None
         for p in c.all:
             m = _search(p, window, rid)
             if m is None:

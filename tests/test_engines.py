@@ -579,3 +579,31 @@ def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(
                     for ln in lines]
             assert bulk.confirms(lines) == want, r.id
     assert tried > 200
+
+
+@needs_hs
+def test_window_prefilter_never_rules_out_a_window_the_patterns_match(rules):
+    """``WindowFinder.may_match_all`` says False only where a rule's ``all`` patterns do not all match:
+    over every event rule's example logs (the whole log and each of its tails, as windows grow), with
+    and without non-ASCII text and ANSI codes around them."""
+    import regex
+
+    from correlator.extract.scan import window_finder
+
+    finder = window_finder()
+    assert finder is not None
+    tried = ruled_out = 0
+    for r in rules:
+        if not r.match.all:
+            continue
+        pats = [regex.compile(p) for p in r.match.all]
+        for ex in r.examples:
+            lines = ex.log.splitlines()
+            for k in range(len(lines)):
+                for window in ("\n".join(lines[k:]), "caf\u00e9 \u2588\u2588\n" + "\n".join(lines[k:]) + " \u00fc"):
+                    tried += 1
+                    may = finder.may_match_all(r.match.all, window)
+                    if all(p.search(window) for p in pats):
+                        assert may, (r.id, window)
+                    ruled_out += not may
+    assert tried > 100 and ruled_out > 0

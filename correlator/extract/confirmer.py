@@ -81,6 +81,9 @@ BULK_LANE = True
 #: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
 #: less one by one than the lane's searches)
 BULK_MIN_CANDIDATES = KEEP_FIRST
+#: whether an event rule's ``all`` patterns are first looked for by Hyperscan over its window
+#: (``scan.WindowFinder.may_match_all``; off, the patterns alone decide: the tests compare both)
+WINDOW_PREFILTER = True
 
 #: one shared copy of each (name, value) capture pair: a cascade of 100,000 ranks' watchdog lines
 #: captures the same SeqNum, op and timeout on every line (cleared when it grows past its cap)
@@ -579,6 +582,8 @@ class Confirmer:
         line_no = buf.base_line
         counted_to = buf.begin
         pending: list[Pending] = []
+        finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
+        may_match_all = finder.may_match_all if finder is not None else None
         order = sorted(lines)
         lean = self.bulk_lane(buf, lines, order) if BULK_LANE and len(lines) > BULK_MIN_CANDIDATES else {}
         run: dict[int, list[int]] = {}  # the bulk lane's lines since the last other one, counted later
@@ -654,7 +659,7 @@ class Confirmer:
                     if inner is not None and inner.start() > 0:
                         frame = frame[inner.start():]
                     try:
-                        caps, spent = rs.confirm(ri, frame, ctx, budget)
+                        caps, spent = rs.confirm(ri, frame, ctx, budget, may_match_all)
                     except PatternTimeout as e:
                         self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
                         if e.spent:

@@ -655,7 +655,42 @@ class WindowFinder:
                                                    for _, multi in dialects.stamp_hints()])
         self._hint_scratch = hyperscan.Scratch(self._hint)
         self._lane = _small_db(list(LANE_BREAKERS), [hyperscan.HS_FLAG_MULTILINE] * len(LANE_BREAKERS))
+        #: an event rule's ``all`` patterns -> their prefilter database and its scratch (``may_match_all``)
+        self._all: dict[tuple[str, ...], object] = {}
         self._lane_scratch = hyperscan.Scratch(self._lane)
+
+    def may_match_all(self, patterns: tuple[str, ...], window: str) -> bool:
+        """False when one of ``patterns`` (an event rule's ``all``) surely has no match in ``window``:
+        Hyperscan in prefilter mode, on the window's UTF-8 with Unicode classes, reports every
+        pattern whose ``regex`` search would find a match there (and some that would not); True
+        when it cannot tell (a pattern it refuses, a text that is not UTF-8)."""
+        got = self._all.get(patterns, self)
+        if got is self:
+            got = self._all[patterns] = self._compile_all(patterns)
+        if got is None:
+            return True
+        assert isinstance(got, tuple)
+        db, scratch = got
+        try:
+            data = window.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        seen: set[int] = set()
+
+        def on_match(pid: int, _from: int, _to: int, _flags: int, _ctx: object) -> None:
+            seen.add(pid)
+
+        db.scan(data, match_event_handler=on_match, scratch=scratch)
+        return len(seen) == len(patterns)
+
+    def _compile_all(self, patterns: tuple[str, ...]) -> tuple[Database, object] | None:
+        hs = self._hs
+        flags = hs.HS_FLAG_PREFILTER | hs.HS_FLAG_UTF8 | hs.HS_FLAG_UCP | hs.HS_FLAG_ALLOWEMPTY | hs.HS_FLAG_SINGLEMATCH
+        try:
+            db = _small_db([_hs_regex(p) for p in patterns], [flags] * len(patterns))
+            return db, hs.Scratch(db)
+        except Exception:  # noqa: BLE001 - any pattern Hyperscan refuses: no prefilter, the regex decides
+            return None
 
     def lane_breaks(self, data: bytes) -> list[int]:
         """Ends of the matches of ``LANE_BREAKERS`` in ``data`` (lines joined, each after a newline)."""
