@@ -543,6 +543,146 @@ def _one_search(patterns: Sequence[str]) -> tuple[regex.Pattern[str], ...]:
     return (*(regex.compile(p) for p in patterns if not _NOT_JOINABLE.search(p)), *alone)
 
 
+#: escapes a line-bounded pattern may hold as they are: classes and boundaries that never match a
+#: newline (``\s``, ``\D``, ``\W`` can: they are bounded like a class), and escaped punctuation
+_KEPT_ESCAPES = frozenset("dwSbBtrfv") | frozenset(r"""\.^$*+?()[]{}|-/:'"#<>=!,;@%&~`_ """)
+
+
+def _bounded_atom(atom: str) -> str:
+    """``atom`` (one character's worth of pattern) made unable to match a newline."""
+    try:
+        hits_nl = regex.compile(atom).match("\n") is not None
+    except regex.error:
+        return atom  # (the whole pattern's compile says so)
+    return f"(?:(?!\n){atom})" if hits_nl else atom
+
+
+def line_bounded(pattern: str) -> str | None:
+    """``pattern`` rewritten so that a search of lines joined by ``\\n`` finds a match within a line
+    exactly where ``pattern`` searched in that line alone finds one; None when its constructs are
+    not all understood here (then the lines are confirmed one by one).
+
+    Every atom that can match a newline (``\\s``, ``[^x]``, ``\\W``, ``\\D``, ``\\n``) is preceded by
+    ``(?!\\n)``, so no match reaches across a line; ``^``/``\\A`` become "at a line start" and
+    ``$``/``\\Z`` "at a line end" (a line holds no newline: its end is the text's end). Atoms match
+    the same characters as before, so within a line nothing else changes. Lookarounds, inline flags
+    other than a leading ``(?i)``, back-references and Unicode escapes are not rewritten: a
+    lookaround could look across the line's end."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    if pattern.startswith("(?i)"):
+        out.append("(?i)")
+        i = 4
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            d = pattern[i + 1]
+            if d in "sDWn":
+                out.append(_bounded_atom(pattern[i:i + 2]))
+            elif d == "A":
+                out.append("(?<![^\n])")
+            elif d == "Z":
+                out.append("(?![^\n])")
+            elif d == "x" and regex.fullmatch(r"[0-9A-Fa-f]{2}", pattern[i + 2:i + 4]):
+                out.append(_bounded_atom(pattern[i:i + 4]))
+                i += 4
+                continue
+            elif d in _KEPT_ESCAPES:
+                out.append(pattern[i:i + 2])
+            else:
+                return None
+            i += 2
+        elif c == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                if pattern[j] == "[":
+                    return None  # (a nested set or a POSIX class: not read here)
+                if pattern[j] == "\\":
+                    if j + 1 < n and pattern[j + 1].isalnum() and pattern[j + 1] not in "dwsDWStrfvnx":
+                        return None
+                    j += 1
+                j += 1
+            if j >= n:
+                return None
+            out.append(_bounded_atom(pattern[i:j + 1]))
+            i = j + 1
+        elif c == "(":
+            if pattern.startswith("(?:", i):
+                out.append("(?:")
+                i += 3
+            elif pattern.startswith("(?P<", i):
+                close = pattern.find(">", i)
+                if close < 0:
+                    return None
+                out.append(pattern[i:close + 1])
+                i = close + 1
+            elif pattern.startswith("(?", i):
+                return None
+            else:
+                out.append(c)
+                i += 1
+        elif c == "^":
+            out.append("(?<![^\n])")
+            i += 1
+        elif c == "$":
+            out.append("(?![^\n])")
+            i += 1
+        elif c == "\n":
+            out.append(_bounded_atom(c))
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    bounded = "".join(out)
+    try:
+        regex.compile(bounded)
+    except regex.error:
+        return None
+    return bounded
+
+
+@dataclass(frozen=True, slots=True)
+class Bulk:
+    """A line-scope rule's patterns, line-bounded (``line_bounded``): many lines confirmed in one
+    search each of the lines joined (``RuleSet.bulk``)."""
+
+    any: tuple[regex.Pattern[str], ...]
+    not_: tuple[regex.Pattern[str], ...]
+
+    def confirms(self, texts: Sequence[str]) -> list[bool] | None:
+        """Whether the rule confirms each of ``texts`` (lines without a newline), as ``RuleSet.confirm``
+        would one by one; None when a search ran past the time limit (then confirm them one by one)."""
+        from bisect import bisect_right
+
+        joined = "\n".join(texts)
+        starts = [0] * len(texts)
+        at = 0
+        for k, t in enumerate(texts):
+            starts[k] = at
+            at += len(t) + 1
+        limit = time_limit(joined)
+
+        def hit(patterns: Sequence[regex.Pattern[str]]) -> set[int]:
+            found: set[int] = set()
+            for p in patterns:
+                for m in p.finditer(joined, timeout=limit):
+                    found.add(bisect_right(starts, m.start()) - 1)
+            return found
+
+        try:
+            yes = hit(self.any)
+            no = hit(self.not_) if yes else set()
+        except TimeoutError:
+            return None
+        return [k in yes and k not in no for k in range(len(texts))]
+
+
 class RuleSet:
     """Rules compiled once; confirms candidate lines. Matching is pure: no state changes."""
 
@@ -552,6 +692,7 @@ class RuleSet:
         # compiled on first use: a job touches a handful of the rules, and compiling all of them
         # is a tenth of a second of start-up
         self._compiled: list[Compiled | None] = [None] * len(self.rules)
+        self._bulk: dict[int, Bulk | None] = {}
 
     def compiled(self, index: int) -> Compiled:
         c = self._compiled[index]
@@ -565,8 +706,26 @@ class RuleSet:
             )
         return c
 
+    def bulk(self, index: int) -> Bulk | None:
+        """Rule ``index``'s patterns for confirming many lines at once, or None when it is not a
+        line-scope rule of ``any``/``not`` patterns that are all line-bounded (``line_bounded``)."""
+        if index in self._bulk:
+            return self._bulk[index]
+        r = self.rules[index]
+        b: Bulk | None = None
+        if r.match.scope is Scope.LINE and not r.match.all:
+            anys = [line_bounded(p) for p in r.match.any]
+            nots = [line_bounded(p) for p in r.match.not_]
+            if all(x is not None for x in (*anys, *nots)):
+                b = Bulk(tuple(regex.compile(x) for x in anys if x is not None),
+                         _one_search([x for x in nots if x is not None]))
+        self._bulk[index] = b
+        return b
+
     def confirm(self, index: int, text: str, context: Sequence[str] | Callable[[], Sequence[str]],
-                budget: RuleBudget | None = None) -> tuple[dict[str, str] | None, bool]:
+                budget: RuleBudget | None = None,
+                may_match_all: Callable[[tuple[str, ...], str], bool] | None = None
+                ) -> tuple[dict[str, str] | None, bool]:
         """Captures if rule ``index`` matches ``text`` (with ``context`` for event scope), else None;
         and whether this call spent the rule's ``budget`` (then it is not to be tried again).
         ``context`` may be a function giving it: it is called only when the line itself matched
@@ -575,7 +734,9 @@ class RuleSet:
 
         The call is timed by the wall clock (cheap); only one that took longer than a linear pattern
         may need is timed again in CPU time (``time.thread_time``), so that a process the machine
-        descheduled is not charged for it. Raises ``PatternTimeout`` when a pattern was abandoned."""
+        descheduled is not charged for it. Raises ``PatternTimeout`` when a pattern was abandoned.
+        ``may_match_all(patterns, window)``: False when one of an event rule's ``all`` patterns surely
+        has no match in its window (a faster prefilter's answer; then the patterns are not searched)."""
         got: list[Sequence[str]] = []
 
         def ctx() -> Sequence[str]:
@@ -584,12 +745,12 @@ class RuleSet:
             return got[0]
 
         if budget is None:
-            return self._confirm(index, text, ctx), False
+            return self._confirm(index, text, ctx, may_match_all), False
         import time
 
         t0 = time.perf_counter()
         try:
-            caps = self._confirm(index, text, ctx)
+            caps = self._confirm(index, text, ctx, may_match_all)
         except PatternTimeout as e:
             e.spent = budget.charge(index, time_limit(text), True)
             raise
@@ -603,13 +764,14 @@ class RuleSet:
                 return caps, False
         c0 = time.thread_time()
         try:
-            self._confirm(index, text, ctx)
+            self._confirm(index, text, ctx, may_match_all)
         except PatternTimeout:
             pass
         cpu = time.thread_time() - c0
         return caps, cpu > limit and budget.charge(index, cpu - limit, False)
 
-    def _confirm(self, index: int, text: str, context: Callable[[], Sequence[str]]) -> dict[str, str] | None:
+    def _confirm(self, index: int, text: str, context: Callable[[], Sequence[str]],
+                 may_match_all: Callable[[tuple[str, ...], str], bool] | None = None) -> dict[str, str] | None:
         c = self.compiled(index)
         rid = c.rule.id
         hit = None
@@ -624,6 +786,8 @@ class RuleSet:
             return caps
         event = c.rule.match.scope is Scope.EVENT
         window = "\n".join([*context(), text]) if event else text
+        if c.all and may_match_all is not None and not may_match_all(c.rule.match.all, window):
+            return None
         for p in c.all:
             m = _search(p, window, rid)
             if m is None:

@@ -530,3 +530,187 @@ def test_the_region_ends_at_the_last_line_with_its_look_ahead_after_it(data, lin
         assert end == (max(good) if good else 0)
     else:
         assert cut - end <= hold_max
+
+
+# --- the bulk lane of plain candidate lines == one by one -----------------------------------------
+
+#: lines that take the bulk lane, and lines beside them that must not (prefixed, stamped, framed,
+#: non-ASCII, a `not` pattern, a host, an embedded prefix, a context rule's literal, another rule)
+_LANE_LINES = (
+    "ValueError: corrupt sample {i} in shard {j}",
+    "KeyError: 'sample_{i}'",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {j}.00 MiB",
+    "RuntimeError: DataLoader worker (pid {i}) is killed by signal: Killed.",
+    "  ValueError: indented {i}",
+    "ValueError",
+    "ValueError:",
+    "ValueError: Broken pipe {i}",
+    "OSError: [Errno 5] Input/output error: '/lustre/shard{j}'",
+    "ValueError: at 12:{j:02d}:00 things went wrong",
+    "ValueError: failed at 2026-03-02 14:01:0{d} on shard {j}",
+    "E0302 14:01:0{d}.123456 {i} foo.cc:12] ValueError: glog {i}",
+    "ValueError: bad \u00e9t\u00e9 {i}",
+    "ValueError: tab\there {i}",
+    "progress 10%\rValueError: framed {i}",
+    "\x1b[31mValueError: red {i}\x1b[0m",
+    "[rank{j}]:ValueError: tagged {i}",
+    "{j}: ValueError: srun {i}",
+    "{j}: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {j}.00 MiB",
+    "gpu-a{j:02d}: RuntimeError: CUDA error: an illegal memory access was encountered",
+    "[default{d}]:RuntimeError: CUDA error: an illegal memory access was encountered",
+    "gpu-a{j:02d}:{i}:{i} [0] NCCL WARN ValueError: nccl {i}",
+    "Mar  3 10:00:0{d} gpu-a01 kernel: ValueError: kernel {i}",
+    "Exception ignored in: <function _Loader.__del__ at 0x7f{i}>",
+    "Traceback (most recent call last):",
+    '  File "/workspace/data/shards.py", line {j}, in __getitem__',
+    "    raise ValueError(f\"corrupt sample {{idx}}\")",
+    "2026-03-02 14:01:0{d},000 - data - WARNING - skipping sample {i}",
+    "2026-03-02 14:01:0{d},000 - train - ERROR - ValueError: logged {i}",
+    "filler line {i} with nothing in it",
+)
+
+
+@st.composite
+def _lane_log(draw) -> bytes:
+    rnd = draw(st.randoms(use_true_random=False))
+    # a few kinds of line, each often: the lane's last lines of a block are built, and what they say
+    # (their stamp, their writer) shows in the digest
+    kinds = draw(st.lists(st.sampled_from(_LANE_LINES), min_size=1, max_size=5))
+    n = draw(st.integers(0, 600))
+    lines = [rnd.choice(kinds).format(i=i, j=rnd.randrange(100), d=rnd.randrange(10)) for i in range(n)]
+    text = "\n".join(lines) + ("\n" if draw(st.booleans()) else "")
+    return text.encode()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_lane_log(), st.sampled_from([None, 300, 4096]))
+def test_bulk_lane_gives_the_digest_of_the_line_by_line_path(engine, data, chunk):
+    import correlator.extract.confirmer as confirmer
+
+    opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+    src = SourceInfo(path="rank-3.log", kind="memory", size=len(data), file_rank=3)
+    # (not monkeypatch: a function-scoped fixture under hypothesis)
+    confirmer.BULK_MIN_CANDIDATES = 0  # the lane in small blocks too
+    try:
+        fast = extract(src, engine, opts, stream=io.BytesIO(data))
+        confirmer.BULK_LANE = False
+        slow = extract(src, engine, opts, stream=io.BytesIO(data))
+    finally:
+        confirmer.BULK_LANE, confirmer.BULK_MIN_CANDIDATES = True, confirmer.KEEP_FIRST
+    assert fast == slow
+
+
+@pytest.mark.parametrize("mix", [
+    # plain lines first (their rule's first KEEP_FIRST are counted), then lines of the same rule that
+    # only look plain to a pattern without an anchor: a launcher prefix, a stamp
+    ("Failed to initialize NVML: Driver/library version mismatch", "{j}: Failed to initialize NVML: "
+     "Driver/library version mismatch", "gpu-a{j:02d}: Failed to initialize NVML: Driver/library version mismatch"),
+    ("Failed to initialize NVML: Driver/library version mismatch",
+     "2026-03-02 14:{j:02d}:00 Failed to initialize NVML: Driver/library version mismatch"),
+    ("ValueError: corrupt sample {i}", "ValueError: failed at 2026-03-02 14:01:{j:02d} on shard {i}",
+     "Exception ignored in: <function _Loader.__del__ at 0x7f{i}>"),
+])
+def test_bulk_lane_leaves_prefixed_and_stamped_lines_to_the_line_by_line_path(engine, monkeypatch, mix):
+    import correlator.extract.confirmer as confirmer
+
+    rnd = random.Random(5)
+    lines = [mix[0].format(i=i, j=0) for i in range(60)]
+    lines += [rnd.choice(mix).format(i=i, j=rnd.randrange(60)) for i in range(400)]
+    data = ("\n".join(lines) + "\n").encode()
+    src = SourceInfo(path="x.log", kind="memory", size=len(data))
+    for chunk in (None, 2000):
+        opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+        monkeypatch.setattr(confirmer, "BULK_LANE", True)
+        fast = extract(src, engine, opts, stream=io.BytesIO(data))
+        monkeypatch.setattr(confirmer, "BULK_LANE", False)
+        assert fast == extract(src, engine, opts, stream=io.BytesIO(data))
+
+
+def test_bulk_lane_takes_the_repeated_plain_exceptions(engine, monkeypatch):
+    """The lane is taken (not only equal): a log of 2,000 plain exception lines confirms all but the
+    first KEEP_FIRST and the survivors of each block in bulk, not one by one."""
+    import correlator.extract.confirmer as confirmer
+    from correlator.ruleset import RuleSet
+
+    data = "".join(f"ValueError: corrupt sample {i}\n" for i in range(2000)).encode()
+    calls = []
+    real = RuleSet.confirm
+    monkeypatch.setattr(RuleSet, "confirm", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    src = SourceInfo(path="x.log", kind="memory", size=len(data))
+    fast = extract(src, engine, ExtractOptions(tz=UTC), stream=io.BytesIO(data))
+    n_fast = len(calls)
+    monkeypatch.setattr(confirmer, "BULK_LANE", False)
+    calls.clear()
+    slow = extract(src, engine, ExtractOptions(tz=UTC), stream=io.BytesIO(data))
+    assert fast == slow and fast.confirmed_matches == 2000
+    assert n_fast <= confirmer.KEEP_FIRST * 2 + confirmer.KEEP_LAST < len(calls)
+
+
+def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(rules):
+    """Every rule pattern the bulk lane may use (``ruleset.line_bounded``), searched over all the rules'
+    example lines (printable ASCII, the lane's lines) joined, finds a match in exactly the lines the
+    pattern itself matches one by one -- also lines cut to their first half, where anchors and
+    optional tails decide."""
+    import regex
+
+    from correlator.ruleset import RuleSet, line_bounded
+
+    lines: list[str] = []
+    for ln in dict.fromkeys(ln for r in rules for ex in r.examples for ln in ex.log.splitlines()):
+        if all(c == "\t" or " " <= c <= "~" for c in ln):
+            # and the line cut in two at each third of its spaces, the halves one after the other: a
+            # pattern reaching across the newline would find them where it finds the whole line
+            spaces = [k for k, c in enumerate(ln) if c == " "]
+            lines.append(ln)
+            for k in spaces[len(spaces) // 3::max(1, len(spaces) // 3)][:2]:
+                lines += [ln[:k], ln[k:], ln[:k + 1], ln[k + 1:]]
+    tried = 0
+    for i, r in enumerate(rules):
+        bulk = RuleSet(rules).bulk(i) if not r.match.all and r.match.scope.value == "line" else None
+        for p in (*r.match.any, *r.match.not_):
+            bounded = line_bounded(p)
+            if bounded is None:
+                continue
+            tried += 1
+            own = regex.compile(p)
+            joined = "\n".join(lines)
+            starts, at = [], 0
+            for ln in lines:
+                starts.append(at)
+                at += len(ln) + 1
+            from bisect import bisect_right
+            hits = {bisect_right(starts, m.start()) - 1 for m in regex.compile(bounded).finditer(joined)}
+            assert hits == {k for k, ln in enumerate(lines) if own.search(ln)}, (r.id, p)
+        if bulk is not None:
+            want = [any(regex.search(p, ln) for p in r.match.any) and not any(regex.search(p, ln) for p in r.match.not_)
+                    for ln in lines]
+            assert bulk.confirms(lines) == want, r.id
+    assert tried > 200
+
+
+@needs_hs
+def test_window_prefilter_never_rules_out_a_window_the_patterns_match(rules):
+    """``WindowFinder.may_match_all`` says False only where a rule's ``all`` patterns do not all match:
+    over every event rule's example logs (the whole log and each of its tails, as windows grow), with
+    and without non-ASCII text and ANSI codes around them."""
+    import regex
+
+    from correlator.extract.scan import window_finder
+
+    finder = window_finder()
+    assert finder is not None
+    tried = ruled_out = 0
+    for r in rules:
+        if not r.match.all:
+            continue
+        pats = [regex.compile(p) for p in r.match.all]
+        for ex in r.examples:
+            lines = ex.log.splitlines()
+            for k in range(len(lines)):
+                for window in ("\n".join(lines[k:]), "caf\u00e9 \u2588\u2588\n" + "\n".join(lines[k:]) + " \u00fc"):
+                    tried += 1
+                    may = finder.may_match_all(r.match.all, window)
+                    if all(p.search(window) for p in pats):
+                        assert may, (r.id, window)
+                    ruled_out += not may
+    assert tried > 100 and ruled_out > 0

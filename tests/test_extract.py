@@ -334,6 +334,29 @@ def test_an_extractor_parked_between_pieces_cut_anywhere_gives_the_digest_of_one
     assert digests[0] == extract(src, engine, opts, stream=io.BytesIO(raw))
 
 
+#: pieces of lines: launcher prefixes of several dialects, stamps, ANSI codes, \r frames, UTF-8 cut
+#: inside a character, Unicode digits and spaces (which ``MAYBE_PREFIX_RE`` counts as possible ones)
+_CONTEXT_PIECES = [b"\n", b"\n", b"\n", b"plain text ", b"ValueError: x", b"3: ", b"[rank5]:", b"[default2]:",
+                   b"[1,3]<stdout>:", b"gpu-a01: ", b"(pid=12) ", b"2026-03-02T14:01:00.123Z: [1,2]<stderr>:",
+                   b"2026-03-02 14:01:00,000 - INFO - ", b"\x1b[31m", b"\r", b"\xe2\x82", b"\xc3\xa9",
+                   b"\xd9\xa3: ", b"\xc2\xa0", b"  ", b"\t", b"node-7 [stdout] ", b"x" * 50]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_CONTEXT_PIECES), max_size=80).map(b"".join), st.integers(0, 4000),
+       st.integers(0, 30), st.integers(0, 30))
+def test_messages_of_adjacent_lines_are_each_lines_own(data, at, n_before, n_after):
+    # Buffer.context decodes a writer's adjacent lines at once and splits prefixes only where one
+    # may be: each message must be what parse_line gives for that line alone
+    from correlator.extract.lines import Buffer, parse_line
+    buf = Buffer(data, 0, 0, 1)
+    start = data.rfind(b"\n", 0, min(at, len(data))) + 1
+    before, after = buf.context(start, b"", n_before, n_after)
+    want_before = [parse_line(data[s:e])[1].rstrip("\r") for s, e in buf.lines_before(start, n_before)][::-1]
+    want_after = [parse_line(data[s:e])[1].rstrip("\r") for s, e in buf.lines_after(start, n_after)]
+    assert (before, after) == (want_before, want_after)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from([b"a", b"b", b"\n", b"x"]), max_size=300).map(b"".join),
        st.lists(st.tuples(st.integers(0, 320), st.integers(0, 320)), max_size=12),

@@ -11,7 +11,7 @@ to ``statements``. It must not read the source or know its windows.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,10 +30,11 @@ from correlator.extract.lines import (
     prefix_bytes,
     with_stamp,
 )
-from correlator.extract.prefixes import Prefix, clean, nccl_origin, split_prefix
-from correlator.extract.reader import Hygiene, count_lines
+from correlator.extract.prefixes import NO_PREFIX, Prefix, clean, nccl_origin, split_prefix
+from correlator.extract.reader import Hygiene, count_lines, count_nl
+from correlator.extract.scan import window_finder
 from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
-from correlator.extract.timestamps import Parsed
+from correlator.extract.timestamps import Parsed, may_hold_stamp
 from correlator.model import DiagCode, Diagnostic, Match, Role, Rule, Scope, TimeKind, Who
 from correlator.model.vocabulary import Capture
 from correlator.ruleset import RULE_EXCESS_BUDGET_S, RULE_MAX_TIMEOUTS, PatternTimeout, RuleSet
@@ -63,6 +64,25 @@ _MPI_EMBEDDED = re.compile(r"\[\d{1,6},\d{1,6}\]<std(?:out|err)>:")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=-")
 #: a run across the cut at least this long is kept whole (the shortest credential shapes are 20)
 CUT_RUN_MIN = 16
+
+#: the bytes of a line the bulk lane takes (``Confirmer.bulk_lane``): printable ASCII and tabs, which
+#: decoding leaves as they are (no ``\r`` frames, ANSI codes or other control characters)
+_PLAIN_BYTES = bytes([9, *range(0x20, 0x7f)])
+#: what else keeps a line out of it (``bulk_lane`` looks for them one by one): what may name a host
+#: (``_may_name_host``: `` kernel: `` of a syslog header, `` NCCL `` of an NCCL origin) or be an
+#: embedded launcher prefix (every ``_EMBEDDED_PREFIX`` match holds ``]:`` or ``]<std``)
+#: the writer key of a line without a launcher prefix
+_NO_KEY = NO_PREFIX.key
+#: whether plain candidate lines are confirmed and counted in bulk (``Confirmer.bulk_lane``); off,
+#: every candidate takes the line-by-line path, which stays the definition (the property tests
+#: compare both)
+BULK_LANE = True
+#: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
+#: less one by one than the lane's searches)
+BULK_MIN_CANDIDATES = KEEP_FIRST
+#: whether an event rule's ``all`` patterns are first looked for by Hyperscan over its window
+#: (``scan.WindowFinder.may_match_all``; off, the patterns alone decide: the tests compare both)
+WINDOW_PREFILTER = True
 
 #: one shared copy of each (name, value) capture pair: a cascade of 100,000 ranks' watchdog lines
 #: captures the same SeqNum, op and timeout on every line (cleared when it grows past its cap)
@@ -204,6 +224,9 @@ class Confirmer:
         self.kinds_to = 0
         #: writer key -> what its last stamp search saw (the next unstamped line reuses it)
         self.scans: dict[tuple, _Scan] = {}
+        #: a candidate's pattern ids -> (the one rule that can take it in the bulk lane, the context rules
+        #: whose required literals must be absent), or None (``bulk_lane``)
+        self.lane_rules: dict[frozenset[int], tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] | None] = {}
 
     # --- what is kept ---------------------------------------------------------------------------
 
@@ -380,6 +403,167 @@ class Confirmer:
 
     # --- the candidates of one block ------------------------------------------------------------
 
+    def _lane_rule(self, pids: frozenset[int]) -> tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] | None:
+        """The rule a candidate with these pattern ids is for, when it may take the bulk lane: one rule
+        (besides event rules that are tried only when their required literals are near), line scope,
+        its patterns line-bounded (``RuleSet.bulk``), none capturing a host; no fact pattern."""
+        rs = self.engine.ruleset
+        targets = {self.engine.pattern_rule[p] for p in pids}
+        if min(targets) < 0:
+            return None
+        main = [ri for ri in targets if not (rs.rules[ri].match.scope is Scope.EVENT
+                                             and rs.rules[ri].match.context_requires)]
+        if len(main) != 1 or rs.bulk(main[0]) is None:
+            return None
+        if any(f"<{Capture.HOST}>" in p for p in rs.rules[main[0]].match.any):
+            return None
+        return main[0], tuple((ri, tuple(lit.encode() for lit in rs.rules[ri].match.context_requires))
+                              for ri in targets if ri != main[0])
+
+    def bulk_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int]) -> dict[int, tuple[int, str]]:
+        """The candidate lines whose confirmation needs nothing but their rule's patterns, confirmed
+        at once (``ruleset.Bulk``: one search of the lines joined): line start -> (rule index, its
+        message). Such a line has no launcher prefix, is printable ASCII (its message is its bytes),
+        holds no possible stamp, host or embedded prefix, and its one rule is line-scope (an event
+        rule beside it has none of its required literals near). What ``process`` does with a
+        confirmed line of this kind past the first KEEP_FIRST of its rule is only count it.
+        ``order``: the candidates' starts, in line order."""
+        rs = self.engine.ruleset
+        budget = self.engine.budget
+        data = buf.data
+        starts: list[int] = []
+        raws: list[bytes] = []
+        lanes: list[tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]]] = []
+        classes = self.lane_rules
+        for start in order:
+            if start < buf.begin or start == 0:
+                continue
+            pids = frozenset(lines[start])
+            lane = classes.get(pids, self)  # (self: not classified yet)
+            if lane is self:
+                lane = classes[pids] = self._lane_rule(pids)
+            if lane is None:
+                continue
+            assert isinstance(lane, tuple)
+            if budget.disabled(lane[0]):
+                continue
+            end = data.find(b"\n", start)
+            if end < 0:
+                end = len(data)
+            if end - start > MAX_LINE_BYTES:
+                continue
+            raw = data[start:end]
+            if raw.translate(None, _PLAIN_BYTES):
+                continue
+            starts.append(start)
+            raws.append(raw)
+            lanes.append(lane)
+        if not starts:
+            return {}
+        finder = window_finder() if self.ctx.hyperscan else None
+        broken: set[int] = set()
+        if finder is not None:
+            # the lines joined, each after a newline: one Hyperscan pass for what keeps lines out
+            joined = b"\n" + b"\n".join(raws)
+            at = [0] * len(raws)
+            pos = 1
+            for k, raw in enumerate(raws):
+                at[k] = pos
+                pos += len(raw) + 1
+            broken = {bisect_right(at, to - 1) - 1 for to in finder.lane_breaks(joined)}
+        else:
+            for k, (start, raw) in enumerate(zip(starts, raws, strict=True)):
+                if (b" kernel: " in raw or b" NCCL " in raw or b"]:" in raw or b"]<std" in raw
+                        or MAYBE_PREFIX_RE.match(data, start - 1) is not None or may_hold_stamp(raw.decode("ascii"))):
+                    broken.add(k)
+        # a context rule's required literal: its places from the first line's reach on, and how many
+        # of them end before the current line (lines come in order): the nearest is the last of those
+        places: dict[bytes, list] = {}
+        last = starts[-1]  # (no literal ending after the last line's start counts)
+
+        def near(lit: bytes, start: int) -> bool:  # = data.rfind(lit, start - CONTEXT_REQUIRES_BYTES, start) >= 0
+            got = places.get(lit)
+            if got is None:
+                at: list[int] = []
+                i = data.find(lit, max(0, start - CONTEXT_REQUIRES_BYTES), last)
+                while i >= 0:
+                    at.append(i)
+                    i = data.find(lit, i + 1, last)
+                got = places[lit] = [at, 0]
+            at, j = got
+            n = len(lit)
+            while j < len(at) and at[j] + n <= start:
+                j += 1
+            got[1] = j
+            return j > 0 and at[j - 1] >= start - CONTEXT_REQUIRES_BYTES
+
+        groups: dict[int, tuple[list[int], list[str]]] = {}
+        for k, (start, raw, (ri, context_rules)) in enumerate(zip(starts, raws, lanes, strict=True)):
+            if k in broken:
+                continue
+            if context_rules and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
+                                     for ci, lits in context_rules):
+                continue
+            got = groups.get(ri)
+            if got is None:
+                got = groups[ri] = ([], [])
+            got[0].append(start)
+            got[1].append(raw.decode("ascii"))
+        out: dict[int, tuple[int, str]] = {}
+        for ri, (group, texts) in groups.items():
+            bulk = rs.bulk(ri)
+            assert bulk is not None
+            oks = bulk.confirms(texts)
+            if oks is None:
+                continue  # a pattern ran past the time limit: one by one, with the rule's budget
+            for start, text, ok in zip(group, texts, oks, strict=True):
+                if ok:
+                    out[start] = (ri, text)
+        return out
+
+    def _count_run(self, buf: Buffer, run: dict[int, list[int]], lean: dict[int, tuple[int, str]],
+                   pending: list[Pending], line_no: int, counted_to: int) -> tuple[int, int]:
+        """Count the bulk lane's confirmed lines since the last other candidate (``run``: rule index ->
+        their starts in line order), as ``add_pending`` one by one would: each is confirmed, counted
+        and pushes the oldest of its rule's last KEEP_LAST out; only the last KEEP_LAST of a run can
+        still be kept, and only they become ``Pending`` (their line numbers counted from ``line_no``
+        at ``counted_to``, which are returned as they are at the last of them)."""
+        rs = self.engine.ruleset
+        data = buf.data
+        kept: list[tuple[int, int]] = []
+        for ri, got in run.items():
+            rule = rs.rules[ri]
+            k = (rule.id, _NO_KEY)
+            m = len(got)
+            self.confirmed += m
+            self.kept[k] += m
+            ring = self.tail_keep[k]
+            over = len(ring) + m - KEEP_LAST
+            if over > 0:
+                self.dropped[rule.id] += over
+                for gone in ring[:over]:
+                    if isinstance(gone, Pending):
+                        gone.alive = False
+                del ring[:over]
+            kept += ((start, ri) for start in got[-KEEP_LAST:])
+        run.clear()
+        kept.sort()
+        last = {k: self.last_stamp[k] for k in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
+                if k in self.last_stamp}
+        host = self.hosts.get(_NO_KEY)
+        for start, ri in kept:
+            line_no += count_nl(data, counted_to, start)
+            counted_to = start
+            rule = rs.rules[ri]
+            text = lean[start][1]
+            caps, _ = rs.confirm(ri, text, [], self.engine.budget)
+            assert caps is not None, (rule.id, text)  # (what the bulk search confirmed)
+            pm = Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, line_no, None, _NO_KEY, b"",
+                         rule.role is Role.PRIMARY, False, dict(last), host)
+            self.tail_keep[(rule.id, _NO_KEY)].append(pm)
+            pending.append(pm)
+        return line_no, counted_to
+
     def process(self, buf: Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
         """Confirm, time and record the candidate lines; returns (line number, offset) of the last one
         (the buffer's start when there was none), so the caller counts only the lines after it.
@@ -398,9 +582,28 @@ class Confirmer:
         counted_to = buf.begin
         pending: list[Pending] = []
         nccl_only = {engine.nccl_fact}
-        for start in sorted(lines):
+        finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
+        may_match_all = finder.may_match_all if finder is not None else None
+        order = sorted(lines)
+        lean = self.bulk_lane(buf, lines, order) if BULK_LANE and len(lines) > BULK_MIN_CANDIDATES else {}
+        run: dict[int, list[int]] = {}  # the bulk lane's lines since the last other one, counted later
+        past_first: set[int] = set()  # rules whose first KEEP_FIRST lines without a prefix are kept
+        for start in order:
             if start < buf.begin:
                 continue
+            if lean:
+                bulk = lean.get(start)
+                if bulk is not None:
+                    ri = bulk[0]
+                    if ri in past_first or not self.counts_first(rs.rules[ri].id, _NO_KEY):
+                        past_first.add(ri)
+                        got = run.get(ri)
+                        if got is None:
+                            got = run[ri] = []
+                        got.append(start)
+                        continue
+                if run:
+                    line_no, counted_to = self._count_run(buf, run, lean, pending, line_no, counted_to)
             line_no += count_lines(self.ctx.scanner, data, counted_to, start, buf.base_offset)
             counted_to = start
             _, end = buf.line_at(start)
@@ -458,7 +661,7 @@ class Confirmer:
                     if inner is not None and inner.start() > 0:
                         frame = frame[inner.start():]
                     try:
-                        caps, spent = rs.confirm(ri, frame, ctx, budget)
+                        caps, spent = rs.confirm(ri, frame, ctx, budget, may_match_all)
                     except PatternTimeout as e:
                         self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
                         if e.spent:
@@ -517,6 +720,11 @@ class Confirmer:
                     time_kind=kind, captures=_captures(caps), context=context, attempt=src.attempt,
                     tz_assumed=bool(p and p.tz_assumed),
                 ), key)
+        if run:
+            line_no, counted_to = self._count_run(buf, run, lean, pending, line_no, counted_to)
+            if order[-1] > counted_to:  # (the last candidate's line, as without the lane)
+                line_no += count_nl(data, counted_to, order[-1])
+                counted_to = order[-1]
         for pm in pending:  # (in line order) the pending matches still kept: built while their bytes are here
             if pm.alive:
                 ring = self.tail_keep[(pm.rule.id, pm.key)]

@@ -208,11 +208,30 @@ class Buffer:
 
     def context(self, start: int, pbytes: bytes, n_before: int, n_after: int) -> tuple[list[str], list[str]]:
         """The messages of the same writer's ``n_before`` lines before ``start`` and ``n_after`` after."""
-        data = self.data
-        before = [parse_line(data[s:e])[1].rstrip("\r") for s, e in self.writer_before(start, pbytes, n_before)]
+        before = list(self.writer_before(start, pbytes, n_before))
         before.reverse()
-        after = [parse_line(data[s:e])[1].rstrip("\r") for s, e in self.writer_after(start, pbytes, n_after)]
-        return before, after
+        return self.messages(before), self.messages(list(self.writer_after(start, pbytes, n_after)))
+
+    def messages(self, spans: list[tuple[int, int]]) -> list[str]:
+        """``parse_line(line)[1].rstrip("\\r")`` of each (start, end) span, in order. Adjacent lines
+        (a writer's own file) without ANSI codes are decoded at once (a newline is never part of a
+        character, so decoding them joined and splitting gives each line's decoding); only a line
+        that may start with a launcher prefix (``MAYBE_PREFIX_RE``, a superset) has its prefix split
+        off: the others are their own message."""
+        data = self.data
+        if len(spans) < 2 or any(spans[k + 1][0] != spans[k][1] + 1 for k in range(len(spans) - 1)):
+            return [parse_line(data[s:e])[1].rstrip("\r") for s, e in spans]
+        lo, hi = spans[0][0], spans[-1][1]
+        if hi - lo > MAX_LINE_BYTES or data.find(b"\x1b", lo, hi) >= 0:
+            return [parse_line(data[s:e])[1].rstrip("\r") for s, e in spans]
+        texts = data[lo:hi].decode("utf-8", "replace").split("\n")
+        flagged = {m.start() + 1 for m in MAYBE_PREFIX_RE.finditer(data, lo - 1, hi)} if lo else None
+        out: list[str] = []
+        for (s, _e), text in zip(spans, texts, strict=True):
+            if flagged is None or s in flagged:
+                text = split_prefix(text)[1]
+            out.append(text.rstrip("\r"))
+        return out
 
 
 def decode(raw: bytes) -> str:

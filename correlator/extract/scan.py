@@ -608,6 +608,12 @@ NCCL_LINE = rb" NCCL "
 #: lines that may start with an srun task label or a ``[rankN]:`` tag (``extract._SRUN_PREFIX``,
 #: ``extract._RANK_PREFIX``); the hit's own line is the one to check
 RANK_PREFIX_HINTS = (rb"\n[ \t\n\r\f\v]{0,6}\d{1,6}: ", rb"\[rank\d")
+#: what keeps a plain candidate line out of the confirmer's bulk lane (``confirmer.Confirmer.bulk_lane``,
+#: which checks the same one line at a time without Hyperscan), searched in the lines joined, each
+#: after a newline: what may name a host (a syslog header, an NCCL origin), an embedded launcher
+#: prefix (every one holds ``]:`` or ``]<std``), what every stamp holds (``dialects.stamp_needs``, in
+#: multi-line mode: its ``^`` is a line start) and a line start that may hold a launcher prefix
+LANE_BREAKERS = (rb" kernel: ", rb" NCCL ", rb"\]:", rb"\]<std", dialects.stamp_needs().encode(), MAYBE_PREFIX)
 #: Hyperscan reports no empty matches, and (in this build) misses some matches of ``$``/``\z`` at
 #: the end of a buffer: blank lines are found between two newlines, the first and last line apart
 EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
@@ -650,6 +656,54 @@ class WindowFinder:
         self._hint = _small_db(list(STAMP_HINTS), [hyperscan.HS_FLAG_MULTILINE if multi else 0
                                                    for _, multi in dialects.stamp_hints()])
         self._hint_scratch = hyperscan.Scratch(self._hint)
+        self._lane = _small_db(list(LANE_BREAKERS), [hyperscan.HS_FLAG_MULTILINE] * len(LANE_BREAKERS))
+        #: an event rule's ``all`` patterns -> their prefilter database and its scratch (``may_match_all``)
+        self._all: dict[tuple[str, ...], object] = {}
+        self._lane_scratch = hyperscan.Scratch(self._lane)
+
+    def may_match_all(self, patterns: tuple[str, ...], window: str) -> bool:
+        """False when one of ``patterns`` (an event rule's ``all``) surely has no match in ``window``:
+        Hyperscan in prefilter mode, on the window's UTF-8 with Unicode classes, reports every
+        pattern whose ``regex`` search would find a match there (and some that would not); True
+        when it cannot tell (a pattern it refuses, a text that is not UTF-8)."""
+        got = self._all.get(patterns, self)
+        if got is self:
+            got = self._all[patterns] = self._compile_all(patterns)
+        if got is None:
+            return True
+        assert isinstance(got, tuple)
+        db, scratch = got
+        try:
+            data = window.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        seen: set[int] = set()
+
+        def on_match(pid: int, _from: int, _to: int, _flags: int, _ctx: object) -> None:
+            seen.add(pid)
+
+        db.scan(data, match_event_handler=on_match, scratch=scratch)
+        return len(seen) == len(patterns)
+
+    def _compile_all(self, patterns: tuple[str, ...]) -> tuple[Database, object] | None:
+        hs = self._hs
+        flags = hs.HS_FLAG_PREFILTER | hs.HS_FLAG_UTF8 | hs.HS_FLAG_UCP | hs.HS_FLAG_ALLOWEMPTY | hs.HS_FLAG_SINGLEMATCH
+        try:
+            db = _small_db([_hs_regex(p) for p in patterns], [flags] * len(patterns))
+            return db, hs.Scratch(db)
+        except Exception:  # noqa: BLE001 - any pattern Hyperscan refuses: no prefilter, the regex decides
+            return None
+
+    def lane_breaks(self, data: bytes) -> list[int]:
+        """Ends of the matches of ``LANE_BREAKERS`` in ``data`` (lines joined, each after a newline)."""
+        ends: list[int] = []
+        append = ends.append
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            append(to)
+
+        self._lane.scan(data, match_event_handler=on_match, scratch=self._lane_scratch)
+        return ends
 
     def progress_lines(self, data: bytes) -> list[int]:
         """Starts of the lines of ``data`` that may hold a progress marker, in order."""

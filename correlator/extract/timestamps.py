@@ -144,6 +144,12 @@ def zone_name(tz: tzinfo | None) -> str:
     return tz.tzname(None) or "UTC"
 
 
+def may_hold_stamp(text: str) -> bool:
+    """Whether ``StampParser.parse`` may find a stamp in ``text``: False means it returns None
+    without looking further (and without touching its state)."""
+    return _NEEDS.search(text, 0, SEARCH_CHARS) is not None
+
+
 class StampParser:
     """Parses stamps with one analysis zone and a per-file reference time for missing years.
 
