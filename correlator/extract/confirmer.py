@@ -4,13 +4,15 @@ Owns what turns a scanner's candidate line into a ``Match``: the rules' confirma
 time budgets), who the line is about, its time (its own stamp, or inherited from its writer's
 neighbouring stamped lines, with bounds), its context, and the bookkeeping of what is kept -- the
 first ``KEEP_FIRST`` and last ``KEEP_LAST`` matches of each (rule, writer), the ones past the first
-counted as ``Pending`` and built only if they are still kept when their block ends. Fact lines go
-to ``statements``. It must not read the source or know its windows.
+counted as ``Pending`` and built only if they are still kept when their block ends; a new writer's
+matches of a rule that already has ``GROUP_PAST_WRITERS`` writers with a rank only counted, in
+``MatchGroup``s. Fact lines go to ``statements``. It must not read the source or know its windows.
 """
 
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -33,7 +35,19 @@ from correlator.extract.prefixes import Prefix, clean, nccl_origin, split_prefix
 from correlator.extract.reader import Hygiene, count_nl
 from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
 from correlator.extract.timestamps import Parsed
-from correlator.model import DiagCode, Diagnostic, Match, Role, Rule, Scope, TimeKind, Who
+from correlator.model import (
+    GROUP_PAST_WRITERS,
+    DiagCode,
+    Diagnostic,
+    Match,
+    MatchGroup,
+    Role,
+    Rule,
+    Scope,
+    TimeKind,
+    Who,
+    compress_ranks,
+)
 from correlator.model.vocabulary import Capture
 from correlator.ruleset import RULE_EXCESS_BUDGET_S, RULE_MAX_TIMEOUTS, PatternTimeout, RuleSet
 
@@ -166,6 +180,34 @@ class Pending:
         return self.rule.id
 
 
+class _Grouping:
+    """A ``MatchGroup`` being counted: a line costs its rank (8 bytes), not a ``Match``."""
+
+    __slots__ = ("count", "ranks", "first_offset", "last_offset", "first_line", "last_line", "first_ns", "last_ns")
+
+    def __init__(self, m: Match) -> None:
+        self.count = 0
+        self.ranks = array("q")
+        self.first_offset, self.first_line = m.offset, m.line
+        self.last_offset, self.last_line = m.offset, m.line
+        self.first_ns: int | None = None
+        self.last_ns: int | None = None
+
+    def add(self, m: Match) -> None:
+        self.count += 1
+        assert m.who.rank is not None
+        if not self.ranks or self.ranks[-1] != m.who.rank:
+            self.ranks.append(m.who.rank)
+        self.last_offset, self.last_line = m.offset, m.line
+        if m.time_ns is not None:
+            self.first_ns = m.time_ns if self.first_ns is None else min(self.first_ns, m.time_ns)
+            self.last_ns = m.time_ns if self.last_ns is None else max(self.last_ns, m.time_ns)
+
+    def group(self, rule_id: str, path: str, host: str | None, attempt: int | None) -> MatchGroup:
+        return MatchGroup(rule_id, path, host, attempt, self.count, compress_ranks(self.ranks), self.first_offset,
+                          self.last_offset, self.first_line, self.last_line, self.first_ns, self.last_ns)
+
+
 def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
     """The lines around a failure that may become the root (the traceback above it)."""
     before, after = buf.context(start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
@@ -186,6 +228,10 @@ class Confirmer:
         #: not built yet (``Pending``, built when the block ends)
         self.tail_keep: dict[tuple[str, tuple], list[Match | Pending]] = defaultdict(list)
         self.dropped: dict[str, int] = defaultdict(int)
+        #: rule id -> writers with a rank whose matches of it are kept; past GROUP_PAST_WRITERS a new
+        #: writer's matches are counted in ``grouped`` by (rule, host, attempt), not kept
+        self.writers: dict[str, int] = defaultdict(int)
+        self.grouped: dict[tuple[str, str | None, int | None], _Grouping] = {}
         self.last_stamp: dict[tuple, int] = {}
         #: the digest's cost counts: the scanner's reports on this source's regions (the scanner
         #: counts over everything it scans), its candidate lines and confirmed matches
@@ -211,6 +257,11 @@ class Confirmer:
     def add_match(self, m: Match, key: tuple) -> None:
         self.confirmed += 1
         k = (m.rule_id, key)
+        if m.who.rank is not None and k not in self.kept:
+            if self.writers[m.rule_id] >= GROUP_PAST_WRITERS:  # a new writer past the first ones: counted
+                self.grouped.setdefault((m.rule_id, m.who.host, m.attempt), _Grouping(m)).add(m)
+                return
+            self.writers[m.rule_id] += 1
         n = self.kept[k]
         self.kept[k] = n + 1
         if n < KEEP_FIRST:
@@ -238,6 +289,19 @@ class Confirmer:
             if isinstance(gone, Pending):
                 gone.alive = False
             self.dropped[k[0]] += 1
+
+    def groups(self) -> tuple[list[MatchGroup], list[Diagnostic]]:
+        """The matches counted per (rule, host, attempt) instead of kept, and a note per rule saying so."""
+        path = self.ctx.src.path
+        groups = [g.group(rule_id, path, host, attempt)
+                  for (rule_id, host, attempt), g in sorted(self.grouped.items(), key=lambda kv: kv[1].first_offset)]
+        lines: dict[str, int] = defaultdict(int)
+        for g in groups:
+            lines[g.rule_id] += g.count
+        notes = [Diagnostic("info", path, f"{n} matches of {rule_id} by writers past its first {GROUP_PAST_WRITERS} "
+                            "with a rank were counted in groups, not kept one by one",
+                            DiagCode.MATCHES_GROUPED, n) for rule_id, n in sorted(lines.items())]
+        return groups, notes
 
     def kept_matches(self) -> list[Match]:
         """Every match kept, in no particular order (the first ones, then each ring of last ones)."""

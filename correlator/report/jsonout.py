@@ -81,13 +81,14 @@ def _cap(report: Report) -> tuple[Report, dict[str, Any]]:
         changes["collateral"] = items[:PER_RANK_CAP]
         capped["collateral"] = {"listed": len(changes["collateral"]), "total": total}
     rows = report.ranks
-    if len(rows) > PER_RANK_CAP:
+    job_ranks = report.job.ranks or 0  # (ranks only counted in groups have no row)
+    if len(rows) > PER_RANK_CAP or job_ranks > len(rows):
         plain = ("healthy", "unknown", "collateral")
         notable = [r for r in rows if str(r.state) not in plain]
         rest = [r for r in rows if str(r.state) in plain]
         keep = notable[:PER_RANK_CAP] + rest[:max(0, PER_RANK_CAP - len(notable))]
         changes["ranks"] = tuple(sorted(keep, key=lambda r: r.rank))
-        capped["ranks"] = {"listed": len(keep), "total": len(rows)}
+        capped["ranks"] = {"listed": len(keep), "total": max(len(rows), job_ranks)}
     clocks = report.clocks
     if len(clocks) > PER_RANK_CAP:
         worst = sorted(range(len(clocks)), key=lambda i: -abs(clocks[i].offset_s))[:PER_RANK_CAP]
