@@ -54,6 +54,17 @@ def test_many_ranks_json_caps_per_rank_lists_and_says_so(big):
     assert any(r["rank"] == ROOT_RANK and r["state"] == "root" for r in big["ranks"])
 
 
+def test_many_ranks_json_timeline_is_cut_and_keeps_the_root(big):
+    cap = jsonout.PER_RANK_CAP
+    tl = big["timeline"]
+    total = min(policy.TIMELINE_CAP, GROUP_PAST_WRITERS + 1)  # (the kept matches are events, the counted are not)
+    assert len(tl) == cap and big["capped"]["timeline"] == {"listed": cap, "total": total}
+    (root,) = [e for e in tl if e["label"] == "root"]
+    assert root["rank"] == ROOT_RANK
+    assert all(e["caused_by"] in (None, root["id"]) for e in tl)
+    assert [e["id"] for e in tl] == sorted(e["id"] for e in tl)
+
+
 def test_many_ranks_groups_carry_every_count(big):
     (g,) = [g for g in big["groups"] if g["rule"] == "nccl.watchdog-collective-timeout"]
     assert g["count"] == 19_999 and g["label"] == "collateral"
