@@ -44,10 +44,11 @@ from typing import TYPE_CHECKING, TextIO
 
 from correlator import pipeline
 from correlator.extract import sources
-from correlator.extract.confirmer import KEEP_FIRST, KEEP_LAST
+from correlator.extract.confirmer import KEEP_FIRST, KEEP_LAST, Grouping
 from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.extract.timestamps import resolve_tz, zone_name
 from correlator.model import (
+    GROUP_PAST_WRITERS,
     Anchor,
     DiagCode,
     Diagnostic,
@@ -143,6 +144,10 @@ class _Source:
     first: dict[tuple, list[Match]] = field(default_factory=dict)
     last: dict[tuple, deque[Match]] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
+    #: rule id -> writers with a rank whose matches are kept; past GROUP_PAST_WRITERS a new writer's
+    #: matches (and the pieces' own groups) are counted in ``grouped``, as extraction counts them
+    writers: dict[str, int] = field(default_factory=dict)
+    grouped: dict[tuple[str, str | None, int | None], Grouping] = field(default_factory=dict)
     streams: dict[tuple, StreamFacts] = field(default_factory=dict)
     anchors_first: dict[tuple, Anchor] = field(default_factory=dict)
     anchors_recent: OrderedDict[tuple, Anchor] = field(default_factory=OrderedDict)
@@ -168,6 +173,11 @@ class _Source:
                 continue
             m = replace(m, offset=m.offset + base_offset, line=m.line + base_line)
             key = (m.rule_id, m.who.rank, m.who.local_rank, m.who.task)
+            if key not in self.first and m.who.rank is not None:
+                if self.writers.get(m.rule_id, 0) >= GROUP_PAST_WRITERS:
+                    self._grouping(m.rule_id, m.who.host, m.attempt, m.offset, m.line).add(m)
+                    continue
+                self.writers[m.rule_id] = self.writers.get(m.rule_id, 0) + 1
             first = self.first.setdefault(key, [])
             if len(first) < KEEP_FIRST:
                 first.append(m)
@@ -178,6 +188,10 @@ class _Source:
                 last.append(m)
             if m.rule_id in end_rules:
                 self.end_seen = True
+        for g in d.groups:  # (a group reaching into the look-back may count a few of its lines again)
+            if g.last_offset >= skip_before:
+                self._grouping(g.rule_id, g.host, g.attempt, g.first_offset + base_offset,
+                               g.first_line + base_line).merge(g, base_offset, base_line)
         single = len(d.streams) == 1
         for s in d.streams:
             skey = (s.who.rank, s.who.local_rank, s.who.task)
@@ -223,13 +237,27 @@ class _Source:
         self.bytes_skipped += d.bytes_skipped
         self.lines_capped += d.lines_capped
 
+    def _grouping(self, rule_id: str, host: str | None, attempt: int | None, offset: int, line: int) -> Grouping:
+        k = (rule_id, host, attempt)
+        if k not in self.grouped:
+            self.grouped[k] = Grouping(offset, line)
+        return self.grouped[k]
+
     def digest(self) -> Digest:
         matches = [m for ms in self.first.values() for m in ms] + [m for ms in self.last.values() for m in ms]
         matches.sort(key=lambda m: m.offset)
-        diags = list(self.diags.values())
+        diags = [x for x in self.diags.values() if x.code is not DiagCode.MATCHES_GROUPED]
         for rule_id, n in sorted(self.dropped.items()):
             diags.append(Diagnostic("info", self.src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
                                     DiagCode.MATCHES_NOT_KEPT, n))
+        groups = sorted((g.group(rule_id, self.src.path, host, attempt) for (rule_id, host, attempt), g in
+                         self.grouped.items()), key=lambda g: g.first_offset)
+        counted: dict[str, int] = {}
+        for g in groups:
+            counted[g.rule_id] = counted.get(g.rule_id, 0) + g.count
+        diags += [Diagnostic("info", self.src.path, f"{n} matches of {rule_id} by writers past its first "
+                             f"{GROUP_PAST_WRITERS} with a rank were counted in groups, not kept one by one",
+                             DiagCode.MATCHES_GROUPED, n) for rule_id, n in sorted(counted.items())]
         runs, nbytes, first, last = self.garbage
         if runs:
             where = f"bytes {first[0]}-{first[1]}" if runs == 1 else \
@@ -242,7 +270,7 @@ class _Source:
         anchors = list(self.anchors_first.values()) + list(self.anchors_recent.values())
         return Digest(self.src, tuple(matches), tuple(self.streams.values()), tuple(anchors),
                       tuple(self.identities), tuple(diags), self.bytes_read, self.lines + self.partial,
-                      self.bytes_skipped + nbytes, self.lines_capped)
+                      self.bytes_skipped + nbytes, self.lines_capped, groups=tuple(groups))
 
     def note_garbage(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Count ``ranges`` (new bytes, in file order) as pieces that were not read."""
@@ -275,7 +303,8 @@ def _relabel(d: Digest, label: str) -> Digest:
         matches=tuple(replace(m, path=label) for m in d.matches),
         streams=tuple(replace(s, path=label) for s in d.streams),
         anchors=tuple(replace(a, path=label) for a in d.anchors),
-        diagnostics=tuple(replace(x, path=label) for x in d.diagnostics))
+        diagnostics=tuple(replace(x, path=label) for x in d.diagnostics),
+        groups=tuple(replace(g, path=label) for g in d.groups))
 
 
 def _garbage_line(line: bytes) -> bool:

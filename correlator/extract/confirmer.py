@@ -47,6 +47,7 @@ from correlator.model import (
     TimeKind,
     Who,
     compress_ranks,
+    expand_ranks,
 )
 from correlator.model.vocabulary import Capture
 from correlator.ruleset import RULE_EXCESS_BUDGET_S, RULE_MAX_TIMEOUTS, PatternTimeout, RuleSet
@@ -180,28 +181,48 @@ class Pending:
         return self.rule.id
 
 
-class _Grouping:
-    """A ``MatchGroup`` being counted: a line costs its rank (8 bytes), not a ``Match``."""
+class Grouping:
+    """A ``MatchGroup`` being counted: a line costs its rank (8 bytes, and the list of ranks is made
+    a sorted set again whenever it doubles), not a ``Match``."""
 
-    __slots__ = ("count", "ranks", "first_offset", "last_offset", "first_line", "last_line", "first_ns", "last_ns")
+    __slots__ = ("count", "ranks", "compact_at", "first_offset", "last_offset", "first_line", "last_line", "first_ns",
+                 "last_ns")
 
-    def __init__(self, m: Match) -> None:
+    def __init__(self, offset: int, line: int) -> None:
         self.count = 0
         self.ranks = array("q")
-        self.first_offset, self.first_line = m.offset, m.line
-        self.last_offset, self.last_line = m.offset, m.line
+        self.compact_at = 1 << 16
+        self.first_offset, self.first_line = offset, line
+        self.last_offset, self.last_line = offset, line
         self.first_ns: int | None = None
         self.last_ns: int | None = None
 
     def add(self, m: Match) -> None:
-        self.count += 1
         assert m.who.rank is not None
-        if not self.ranks or self.ranks[-1] != m.who.rank:
-            self.ranks.append(m.who.rank)
-        self.last_offset, self.last_line = m.offset, m.line
-        if m.time_ns is not None:
-            self.first_ns = m.time_ns if self.first_ns is None else min(self.first_ns, m.time_ns)
-            self.last_ns = m.time_ns if self.last_ns is None else max(self.last_ns, m.time_ns)
+        self._add(1, (m.who.rank,), m.offset, m.offset, m.line, m.line, m.time_ns, m.time_ns)
+
+    def merge(self, g: MatchGroup, offset: int = 0, line: int = 0) -> None:
+        """Count ``g`` too, its offsets and lines shifted by ``offset`` and ``line``."""
+        self._add(g.count, expand_ranks(g.ranks), g.first_offset + offset, g.last_offset + offset,
+                  g.first_line + line, g.last_line + line, g.first_ns, g.last_ns)
+
+    def _add(self, count: int, ranks: Sequence[int], first_offset: int, last_offset: int, first_line: int,
+             last_line: int, first_ns: int | None, last_ns: int | None) -> None:
+        self.count += count
+        for r in ranks:
+            if not self.ranks or self.ranks[-1] != r:
+                self.ranks.append(r)
+        if len(self.ranks) >= self.compact_at:
+            self.ranks = array("q", sorted(set(self.ranks)))
+            self.compact_at = max(self.compact_at, 2 * len(self.ranks))
+        if first_offset < self.first_offset:
+            self.first_offset, self.first_line = first_offset, first_line
+        if last_offset >= self.last_offset:
+            self.last_offset, self.last_line = last_offset, last_line
+        if first_ns is not None:
+            self.first_ns = first_ns if self.first_ns is None else min(self.first_ns, first_ns)
+        if last_ns is not None:
+            self.last_ns = last_ns if self.last_ns is None else max(self.last_ns, last_ns)
 
     def group(self, rule_id: str, path: str, host: str | None, attempt: int | None) -> MatchGroup:
         return MatchGroup(rule_id, path, host, attempt, self.count, compress_ranks(self.ranks), self.first_offset,
@@ -231,7 +252,7 @@ class Confirmer:
         #: rule id -> writers with a rank whose matches of it are kept; past GROUP_PAST_WRITERS a new
         #: writer's matches are counted in ``grouped`` by (rule, host, attempt), not kept
         self.writers: dict[str, int] = defaultdict(int)
-        self.grouped: dict[tuple[str, str | None, int | None], _Grouping] = {}
+        self.grouped: dict[tuple[str, str | None, int | None], Grouping] = {}
         self.last_stamp: dict[tuple, int] = {}
         #: the digest's cost counts: the scanner's reports on this source's regions (the scanner
         #: counts over everything it scans), its candidate lines and confirmed matches
@@ -259,7 +280,10 @@ class Confirmer:
         k = (m.rule_id, key)
         if m.who.rank is not None and k not in self.kept:
             if self.writers[m.rule_id] >= GROUP_PAST_WRITERS:  # a new writer past the first ones: counted
-                self.grouped.setdefault((m.rule_id, m.who.host, m.attempt), _Grouping(m)).add(m)
+                k3 = (m.rule_id, m.who.host, m.attempt)
+                if k3 not in self.grouped:
+                    self.grouped[k3] = Grouping(m.offset, m.line)
+                self.grouped[k3].add(m)
                 return
             self.writers[m.rule_id] += 1
         n = self.kept[k]
