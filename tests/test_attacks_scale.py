@@ -111,6 +111,7 @@ def test_counted_ranks_are_collateral_in_the_report(big):
     (g,) = [g for g in big["groups"] if g["rule"] == WATCHDOG]
     assert g["count"] == 19_999 and g["ranks"] == f"0-{ROOT_RANK - 1},{ROOT_RANK + 1}-19999"
     assert big["job"]["ranks"] == 20_000
+    assert len(big["job"]["hosts"]) == 20_000 // 8  # (a counted rank's host is its NCCL init line's)
     states = {r["state"] for r in big["ranks"]}
     assert states == {"root", "collateral"}
     assert any(d["code"] == "matches-grouped" for d in big["diagnostics"])

@@ -96,7 +96,8 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     times += [m.time_ns for m in matches if m.time_ns is not None]
     times += [t for g in counted for t in (g.first_ns, g.last_ns) if t is not None]
     hosts = sorted({r.host for r in rows if r.host} | {m.who.host for m in matches if m.who.host}
-                   | {g.host for g in counted if g.host})
+                   | {g.host for g in counted if g.host}
+                   | {h for r in counted_ranks for h in [imap.host_of_rank.get(r)] if h})
     the_id, id_note = job_id_of(digests, job_id)
     if id_note is not None:
         all_diags.append(id_note)
