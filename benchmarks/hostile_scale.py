@@ -12,6 +12,7 @@ on two generated logs, with a reference tool timed on the same file in the same 
     python benchmarks/hostile_scale.py                      # both, full size
     python benchmarks/hostile_scale.py --ranks 20000 --lines 200000
     python benchmarks/hostile_scale.py gen ranks -n 100000 -o /tmp/ranks.log   # the input only
+    python benchmarks/hostile_scale.py ranks -n 20000       # one of the two only
 
 Each run prints wall time, MB/s, peak RSS (``getrusage(RUSAGE_CHILDREN)`` of a wrapper process:
 the process tree's maximum resident set), the JSON's size, and the ratio to ``wc -l`` (and
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("kind", choices=("ranks", "tracebacks"))
     g.add_argument("-n", type=int, required=True, help="ranks, or traceback lines")
     g.add_argument("-o", type=Path, required=True)
+    for kind, n in (("ranks", 100_000), ("tracebacks", 1_000_000)):
+        one = sub.add_parser(kind, help=f"measure {kind} only")
+        one.add_argument("-n", type=int, default=n, help="ranks, or traceback lines")
     ap.add_argument("--ranks", type=int, default=100_000)
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=1)
@@ -166,9 +170,15 @@ def main(argv: list[str] | None = None) -> None:
     if a.cmd == "gen":
         write(ranks_lines(a.n) if a.kind == "ranks" else traceback_lines(a.n), a.o)
         return
+    if a.cmd == "ranks":
+        a.ranks = a.n
+    if a.cmd == "tracebacks":
+        a.lines = a.n
     data = a.data or Path(tempfile.mkdtemp(prefix="hostile-scale-"))
     results = []
     for name, lines in (("ranks", lambda: ranks_lines(a.ranks)), ("tracebacks", lambda: traceback_lines(a.lines))):
+        if a.cmd in ("ranks", "tracebacks") and name != a.cmd:
+            continue
         path = write(lines(), data / f"{name}.log")
         r = bench(f"{name} ({a.ranks if name == 'ranks' else a.lines:,})", path, data / f"{name}.json", a.repeat)
         results.append(r)

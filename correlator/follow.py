@@ -247,7 +247,8 @@ def _relabel(d: Digest, label: str) -> Digest:
         matches=tuple(replace(m, path=label) for m in d.matches),
         streams=tuple(replace(s, path=label) for s in d.streams),
         anchors=tuple(replace(a, path=label) for a in d.anchors),
-        diagnostics=tuple(replace(x, path=label) for x in d.diagnostics))
+        diagnostics=tuple(replace(x, path=label) for x in d.diagnostics),
+        groups=tuple(replace(g, path=label) for g in d.groups))
 
 
 def _garbage_line(line: bytes) -> bool:

@@ -16,10 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import digest_of
 from jobs import combined_srun, rank_lines
 
 from correlator.correlate.attribution import policy
-from correlator.model import expand_ranks
+from correlator.extract.extractor import ExtractOptions, Extractor
+from correlator.extract.timestamps import resolve_tz
+from correlator.model import GROUP_PAST_WRITERS, DiagCode, SourceInfo, expand_ranks
 from correlator.pipeline import Options, analyze
 from correlator.report import jsonout
 
@@ -51,6 +54,17 @@ def test_many_ranks_json_caps_per_rank_lists_and_says_so(big):
     assert any(r["rank"] == ROOT_RANK and r["state"] == "root" for r in big["ranks"])
 
 
+def test_many_ranks_json_timeline_is_cut_and_keeps_the_root(big):
+    cap = jsonout.PER_RANK_CAP
+    tl = big["timeline"]
+    total = min(policy.TIMELINE_CAP, GROUP_PAST_WRITERS + 1)  # (the kept matches are events, the counted are not)
+    assert len(tl) == cap and big["capped"]["timeline"] == {"listed": cap, "total": total}
+    (root,) = [e for e in tl if e["label"] == "root"]
+    assert root["rank"] == ROOT_RANK
+    assert all(e["caused_by"] in (None, root["id"]) for e in tl)
+    assert [e["id"] for e in tl] == sorted(e["id"] for e in tl)
+
+
 def test_many_ranks_groups_carry_every_count(big):
     (g,) = [g for g in big["groups"] if g["rule"] == "nccl.watchdog-collective-timeout"]
     assert g["count"] == 19_999 and g["label"] == "collateral"
@@ -60,8 +74,61 @@ def test_many_ranks_groups_carry_every_count(big):
 def test_collateral_items_are_grouped_before_they_are_listed_per_rank(tmp_path):
     """The correlation stage builds at most COLLATERAL_ITEMS_CAP items, whatever the job's size."""
     rep = analyze([str(_job(tmp_path, policy.COLLATERAL_ITEMS_CAP + 500))], Options(workers=1))
-    assert len(rep.collateral) == policy.COLLATERAL_ITEMS_CAP
+    assert len(rep.collateral) <= policy.COLLATERAL_ITEMS_CAP
     assert sum(g.count for g in rep.groups if g.label == "collateral") == policy.COLLATERAL_ITEMS_CAP + 499
+
+
+WATCHDOG = "nccl.watchdog-collective-timeout"
+
+
+def test_a_combined_streams_writers_past_the_first_are_counted_not_kept(engine):
+    """Per-rank state is capped in extraction: one stream of N ranks' watchdog timeouts keeps the
+    matches of the first GROUP_PAST_WRITERS writers of the rule, and counts the others' lines in a
+    group per host (their ranks as a range list), whatever N; cutting the input anywhere changes
+    nothing."""
+    n = GROUP_PAST_WRITERS + 1500
+    text = "\n".join(combined_srun(rank_lines(n, 8, ROOT_RANK, steps=1), 8)) + "\n"
+    x = Extractor(SourceInfo(path="slurm.out", kind="memory", size=len(text)), engine,
+                  ExtractOptions(tz=resolve_tz("UTC")))
+    x.feed(text.encode())
+    x.end_of_input()
+    assert len(x.confirmer.kept) <= GROUP_PAST_WRITERS + 1  # (and the root's EIO)
+    d = x.finish()
+    kept = [m for m in d.matches if m.rule_id == WATCHDOG]
+    assert len(kept) == GROUP_PAST_WRITERS and len(d.matches) <= GROUP_PAST_WRITERS + 1
+    assert {g.rule_id for g in d.groups} == {WATCHDOG}
+    assert len(d.groups) <= n // 8 + 1  # one per host, not one per rank
+    counted = [r for g in d.groups for r in expand_ranks(g.ranks)]
+    assert len(counted) == len(set(counted)) == sum(g.count for g in d.groups) == n - 1 - GROUP_PAST_WRITERS
+    assert set(counted) | {m.who.rank for m in kept} == set(range(n)) - {ROOT_RANK}
+    assert max(m.who.rank or 0 for m in kept) < min(counted)  # the first writers in the stream are kept
+    assert {c.code for c in d.diagnostics} >= {DiagCode.MATCHES_GROUPED}
+    assert digest_of(engine, text, name="slurm.out", chunk=3000) == d
+
+
+def test_counted_ranks_are_collateral_in_the_report(big):
+    """A rank whose timeout was only counted is in its group, and where a row lists it, it is collateral."""
+    (g,) = [g for g in big["groups"] if g["rule"] == WATCHDOG]
+    assert g["count"] == 19_999 and g["ranks"] == f"0-{ROOT_RANK - 1},{ROOT_RANK + 1}-19999"
+    assert big["job"]["ranks"] == 20_000
+    assert len(big["job"]["hosts"]) == 20_000 // 8  # (a counted rank's host is its NCCL init line's)
+    states = {r["state"] for r in big["ranks"]}
+    assert states == {"root", "collateral"}
+    assert any(d["code"] == "matches-grouped" for d in big["diagnostics"])
+
+
+def test_same_verdict_and_groups_past_the_writers_cap(tmp_path):
+    """A metamorphic check at the cap: the job with GROUP_PAST_WRITERS ranks (every match kept) and
+    with 3x as many (most counted) has the same verdict, root and groups but for their counts."""
+    reps = [jsonout.to_dict(analyze([str(_job(tmp_path, n))], Options(workers=1)))
+            for n in (GROUP_PAST_WRITERS, 3 * GROUP_PAST_WRITERS)]
+    for key in ("rank", "rule", "decided_by", "category", "confidence"):
+        assert reps[0]["root_cause"][key] == reps[1]["root_cause"][key], key
+    assert reps[0]["verdict"] == reps[1]["verdict"]
+    shapes = [sorted((g["rule"], g["label"], g["count"] - (n - 1 if g["rule"] == WATCHDOG else 0))
+                     for g in r["groups"]) for r, n in zip(reps, (GROUP_PAST_WRITERS, 3 * GROUP_PAST_WRITERS))]
+    assert shapes[0] == shapes[1]
+    assert not any(d["code"] == "matches-grouped" for d in reps[0]["diagnostics"])
 
 
 def test_same_root_with_50_and_20000_collateral_ranks(tmp_path, big):

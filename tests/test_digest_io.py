@@ -28,6 +28,7 @@ from correlator.model import (
     FactSource,
     IdentityFact,
     Match,
+    MatchGroup,
     SourceInfo,
     StreamFacts,
     TimeKind,
@@ -55,12 +56,14 @@ DIAG = st.builds(Diagnostic, level=st.sampled_from(["info", "warning", "error"])
                  code=st.sampled_from(DiagCode), count=I64)
 SOURCE = st.builds(SourceInfo, path=TEXT, kind=TEXT, size=OPT_I64, file_rank=OPT_I64, file_local_rank=OPT_I64,
                    file_node=OPT_TEXT, attempt=OPT_I64, stream=TEXT)
+GROUP = st.builds(MatchGroup, rule_id=TEXT, path=TEXT, host=OPT_TEXT, attempt=OPT_I64, count=I64, ranks=TEXT,
+                  first_offset=I64, last_offset=I64, first_line=I64, last_line=I64, first_ns=OPT_I64, last_ns=OPT_I64)
 DIGEST = st.builds(
     Digest, source=SOURCE, matches=st.lists(MATCH, max_size=4).map(tuple),
     streams=st.lists(STREAM, max_size=3).map(tuple), anchors=st.lists(ANCHOR, max_size=3).map(tuple),
     identities=st.lists(IDENT, max_size=3).map(tuple), diagnostics=st.lists(DIAG, max_size=3).map(tuple),
     bytes_read=I64, lines=I64, bytes_skipped=I64, lines_capped=I64, scan_reports=I64, candidate_lines=I64,
-    confirmed_matches=I64)
+    confirmed_matches=I64, groups=st.lists(GROUP, max_size=2).map(tuple))
 
 
 @pytest.mark.slow

@@ -462,3 +462,29 @@ def test_a_follower_of_many_files_holds_none_of_their_bytes_between_looks(tmp_pa
     assert held < 8_000_000, f"{held / 1e6:.1f} MB held for 12 files of {len(body) / 1e6:.1f} MB"
     d = f.sources[str(tmp_path / "rank-3.out")].digest()
     assert d.lines == (len(body) + len(one)) // len(one) * one.count(b"\n")  # and every line was read
+
+
+@pytest.mark.parametrize("parts", [1, 3])
+def test_a_followed_stream_of_many_ranks_counts_the_writers_past_the_first(tmp_path, parts):
+    """Followed in pieces, a combined stream of more writers of a rule than extraction keeps one by
+    one keeps as many, and counts the others' lines in groups: every rank is in the report's group
+    (whether one piece holds them all, and its digest has groups, or each piece has fewer)."""
+    from correlator.model import GROUP_PAST_WRITERS, expand_ranks
+
+    n = GROUP_PAST_WRITERS + 700
+    lines = combined_srun(rank_lines(n, 8, 5, steps=1), 8)
+    f = _follower(tmp_path)
+    p = tmp_path / "slurm-9.out"
+    for part in range(parts):
+        with open(p, "a") as fh:
+            fh.write("\n".join(lines[part * len(lines) // parts:(part + 1) * len(lines) // parts]) + "\n")
+        assert f.poll()
+    d = f.sources[str(p)].digest()
+    watchdog = "nccl.watchdog-collective-timeout"
+    kept = {m.who.rank for m in d.matches if m.rule_id == watchdog}
+    counted = [r for g in d.groups for r in expand_ranks(g.ranks)]
+    assert len(kept) == GROUP_PAST_WRITERS and len(counted) == len(set(counted)) == n - 1 - GROUP_PAST_WRITERS
+    assert kept | set(counted) == set(range(n)) - {5}
+    rep = f.report()
+    (g,) = [g for g in rep.groups if g.rule == watchdog]
+    assert g.count == n - 1 and g.label == "collateral" and rep.root_cause is not None and rep.root_cause.rank == 5

@@ -32,6 +32,7 @@ from correlator.model import (
     SurvivedNote,
     TornDownNote,
     compress_ranks,
+    expand_ranks,
     iso,
     rules_version,
 )
@@ -55,6 +56,13 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     all_diags.extend(alignment.diagnostics)
     est = alignment.estimates
     known = identity.known_ranks(matches, streams, imap)
+    # the matches of a combined stream's writers past its first ones of a rule are only counted: their
+    # ranks are in the job but in no event, so the verdict is over the others (a rank counted there
+    # reported what the kept ones did, and is neither missing from it nor silent)
+    counted = [g for d in digests for g in d.groups]
+    counted_ranks = {r for g in counted for r in expand_ranks(g.ranks)}
+    job_ranks = len(known | counted_ranks)
+    known -= counted_ranks
     split = attempts.split(matches, streams, rules)
     matches, bounds = split.matches, split.bounds
     facts = [f for d in digests for f in d.identities]
@@ -79,18 +87,23 @@ def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Seque
     attribution.table_root(out, facts, rules)
     if out.root is None:  # what kept the verdict from naming a rank, said where every format shows it
         all_diags.extend(Diagnostic("info", None, f"{UNDETERMINED_NOTE}{w}", _verdict_code(w)) for w in out.why)
-    groups, chain, items = attribution.groups_and_chain(out)
+    if len(split.numbers) > 1:  # the verdict's attempt (an attempt by folder; by time they are all its)
+        counted = [g for g in counted if g.attempt in (split.numbers[-1], None)]
+    groups, chain, items = attribution.groups_and_chain(out, counted, rules)
     tl = attribution.timeline(out)
-    rows = attribution.rank_rows(out, streams, known, est)
+    rows = attribution.rank_rows(out, streams, known, est, counted)
     times = [t for s in streams for t in (s.first_ns, s.last_ns) if t is not None]
     times += [m.time_ns for m in matches if m.time_ns is not None]
-    hosts = sorted({r.host for r in rows if r.host} | {m.who.host for m in matches if m.who.host})
+    times += [t for g in counted for t in (g.first_ns, g.last_ns) if t is not None]
+    hosts = sorted({r.host for r in rows if r.host} | {m.who.host for m in matches if m.who.host}
+                   | {g.host for g in counted if g.host}
+                   | {h for r in counted_ranks for h in [imap.host_of_rank.get(r)] if h})
     the_id, id_note = job_id_of(digests, job_id)
     if id_note is not None:
         all_diags.append(id_note)
     tables = [f for f in facts if f.source is FactSource.FAILURE_TABLE and f.is_root_entry]
     job = JobFacts(
-        id=the_id, ranks=len(known), hosts=tuple(hosts), start=iso(min(times)) if times else None,
+        id=the_id, ranks=job_ranks, hosts=tuple(hosts), start=iso(min(times)) if times else None,
         end=iso(max(times)) if times else None, procs_per_node=imap.procs_per_node, attempts=tuple(split.numbers),
         launcher_root_cause_tables=tuple(LauncherTableRow(f.who.host, f.who.rank, f.who.local_rank, f.exitcode,
                                                           iso(f.time_ns)) for f in tables),

@@ -4,13 +4,15 @@ Owns what turns a scanner's candidate line into a ``Match``: the rules' confirma
 time budgets), who the line is about, its time (its own stamp, or inherited from its writer's
 neighbouring stamped lines, with bounds), its context, and the bookkeeping of what is kept -- the
 first ``KEEP_FIRST`` and last ``KEEP_LAST`` matches of each (rule, writer), the ones past the first
-counted as ``Pending`` and built only if they are still kept when their block ends. Fact lines go
-to ``statements``. It must not read the source or know its windows.
+counted as ``Pending`` and built only if they are still kept when their block ends; a new writer's
+matches of a rule that already has ``GROUP_PAST_WRITERS`` writers with a rank only counted, in
+``MatchGroup``s. Fact lines go to ``statements``. It must not read the source or know its windows.
 """
 
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -35,7 +37,20 @@ from correlator.extract.reader import Hygiene, count_lines, count_nl
 from correlator.extract.scan import window_finder
 from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
 from correlator.extract.timestamps import Parsed, may_hold_stamp
-from correlator.model import DiagCode, Diagnostic, Match, Role, Rule, Scope, TimeKind, Who
+from correlator.model import (
+    GROUP_PAST_WRITERS,
+    DiagCode,
+    Diagnostic,
+    Match,
+    MatchGroup,
+    Role,
+    Rule,
+    Scope,
+    TimeKind,
+    Who,
+    compress_ranks,
+    expand_ranks,
+)
 from correlator.model.vocabulary import Capture
 from correlator.ruleset import RULE_EXCESS_BUDGET_S, RULE_MAX_TIMEOUTS, PatternTimeout, RuleSet
 
@@ -185,6 +200,54 @@ class Pending:
         return self.rule.id
 
 
+class Grouping:
+    """A ``MatchGroup`` being counted: a line costs its rank (8 bytes, and the list of ranks is made
+    a sorted set again whenever it doubles), not a ``Match``."""
+
+    __slots__ = ("count", "ranks", "compact_at", "first_offset", "last_offset", "first_line", "last_line", "first_ns",
+                 "last_ns")
+
+    def __init__(self, offset: int, line: int) -> None:
+        self.count = 0
+        self.ranks = array("q")
+        self.compact_at = 1 << 16
+        self.first_offset, self.first_line = offset, line
+        self.last_offset, self.last_line = offset, line
+        self.first_ns: int | None = None
+        self.last_ns: int | None = None
+
+    def add(self, m: Match) -> None:
+        assert m.who.rank is not None
+        self._add(1, (m.who.rank,), m.offset, m.offset, m.line, m.line, m.time_ns, m.time_ns)
+
+    def merge(self, g: MatchGroup, offset: int = 0, line: int = 0) -> None:
+        """Count ``g`` too, its offsets and lines shifted by ``offset`` and ``line``."""
+        self._add(g.count, expand_ranks(g.ranks), g.first_offset + offset, g.last_offset + offset,
+                  g.first_line + line, g.last_line + line, g.first_ns, g.last_ns)
+
+    def _add(self, count: int, ranks: Sequence[int], first_offset: int, last_offset: int, first_line: int,
+             last_line: int, first_ns: int | None, last_ns: int | None) -> None:
+        self.count += count
+        for r in ranks:
+            if not self.ranks or self.ranks[-1] != r:
+                self.ranks.append(r)
+        if len(self.ranks) >= self.compact_at:
+            self.ranks = array("q", sorted(set(self.ranks)))
+            self.compact_at = max(self.compact_at, 2 * len(self.ranks))
+        if first_offset < self.first_offset:
+            self.first_offset, self.first_line = first_offset, first_line
+        if last_offset >= self.last_offset:
+            self.last_offset, self.last_line = last_offset, last_line
+        if first_ns is not None:
+            self.first_ns = first_ns if self.first_ns is None else min(self.first_ns, first_ns)
+        if last_ns is not None:
+            self.last_ns = last_ns if self.last_ns is None else max(self.last_ns, last_ns)
+
+    def group(self, rule_id: str, path: str, host: str | None, attempt: int | None) -> MatchGroup:
+        return MatchGroup(rule_id, path, host, attempt, self.count, compress_ranks(self.ranks), self.first_offset,
+                          self.last_offset, self.first_line, self.last_line, self.first_ns, self.last_ns)
+
+
 def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
     """The lines around a failure that may become the root (the traceback above it)."""
     before, after = buf.context(start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
@@ -205,6 +268,10 @@ class Confirmer:
         #: not built yet (``Pending``, built when the block ends)
         self.tail_keep: dict[tuple[str, tuple], list[Match | Pending]] = defaultdict(list)
         self.dropped: dict[str, int] = defaultdict(int)
+        #: rule id -> writers with a rank whose matches of it are kept; past GROUP_PAST_WRITERS a new
+        #: writer's matches are counted in ``grouped`` by (rule, host, attempt), not kept
+        self.writers: dict[str, int] = defaultdict(int)
+        self.grouped: dict[tuple[str, str | None, int | None], Grouping] = {}
         self.last_stamp: dict[tuple, int] = {}
         #: the digest's cost counts: the scanner's reports on this source's regions (the scanner
         #: counts over everything it scans), its candidate lines and confirmed matches
@@ -233,6 +300,14 @@ class Confirmer:
     def add_match(self, m: Match, key: tuple) -> None:
         self.confirmed += 1
         k = (m.rule_id, key)
+        if m.who.rank is not None and k not in self.kept:
+            if self.writers[m.rule_id] >= GROUP_PAST_WRITERS:  # a new writer past the first ones: counted
+                k3 = (m.rule_id, m.who.host, m.attempt)
+                if k3 not in self.grouped:
+                    self.grouped[k3] = Grouping(m.offset, m.line)
+                self.grouped[k3].add(m)
+                return
+            self.writers[m.rule_id] += 1
         n = self.kept[k]
         self.kept[k] = n + 1
         if n < KEEP_FIRST:
@@ -260,6 +335,19 @@ class Confirmer:
             if isinstance(gone, Pending):
                 gone.alive = False
             self.dropped[k[0]] += 1
+
+    def groups(self) -> tuple[list[MatchGroup], list[Diagnostic]]:
+        """The matches counted per (rule, host, attempt) instead of kept, and a note per rule saying so."""
+        path = self.ctx.src.path
+        groups = [g.group(rule_id, path, host, attempt)
+                  for (rule_id, host, attempt), g in sorted(self.grouped.items(), key=lambda kv: kv[1].first_offset)]
+        lines: dict[str, int] = defaultdict(int)
+        for g in groups:
+            lines[g.rule_id] += g.count
+        notes = [Diagnostic("info", path, f"{n} matches of {rule_id} by writers past its first {GROUP_PAST_WRITERS} "
+                            "with a rank were counted in groups, not kept one by one",
+                            DiagCode.MATCHES_GROUPED, n) for rule_id, n in sorted(lines.items())]
+        return groups, notes
 
     def kept_matches(self) -> list[Match]:
         """Every match kept, in no particular order (the first ones, then each ring of last ones)."""

@@ -23,6 +23,10 @@ with one row; every column is one field of ``Digest``, nested types follow ``cor
                              bus: int64?>>
     diagnostics  list<struct<level: string, path: string?, message: string, code: string, count: int64>>
     bytes_read, lines, bytes_skipped, lines_capped, scan_reports, candidate_lines, confirmed_matches: int64
+    groups       list<struct<rule_id: string, path: string, host: string?, attempt: int64?, count: int64,
+                             ranks: string,                    # "0-3,5" notation
+                             first_offset: int64, last_offset: int64, first_line: int64, last_line: int64,
+                             first_ns: int64?, last_ns: int64?>>
 
     Who = struct<rank: int64?, local_rank: int64?, task: int64?, host: string?, pid: int64?>
 

@@ -265,6 +265,8 @@ class Extractor:
         streams = self.windows.streams(reader.lines_total)
         matches = confirmer.kept_matches()
         diags += confirmer.dropped_diagnostics()
+        groups, grouped = confirmer.groups()
+        diags += grouped
         diags += long
         matches.sort(key=lambda m: m.offset)
         if stamps.tz_assumed:
@@ -277,7 +279,7 @@ class Extractor:
         return Digest(src, tuple(matches), tuple(streams), tuple(self.windows.anchors.values()),
                       tuple(self.statements.identities), tuple(diags), reader.total, reader.lines_total,
                       reader.skipped, self.hygiene.lines_capped, confirmer.reports, confirmer.candidates,
-                      confirmer.confirmed)
+                      confirmer.confirmed, tuple(groups))
 
 
 def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,

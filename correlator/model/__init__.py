@@ -10,6 +10,7 @@ notation. Everything is re-exported here: ``from correlator.model import Match``
 from __future__ import annotations
 
 from correlator.model.digest import (
+    GROUP_PAST_WRITERS,
     Anchor,
     DiagCode,
     Diagnostic,
@@ -17,6 +18,7 @@ from correlator.model.digest import (
     FactSource,
     IdentityFact,
     Match,
+    MatchGroup,
     SourceInfo,
     StreamFacts,
     TimeKind,
@@ -71,7 +73,7 @@ NS = 1_000_000_000
 
 __all__ = [
     "NS", "Anchor", "AttemptVerdict", "DiagCode", "FactSource", "ChainLink", "ClockRow", "CollateralItem", "Diagnostic", "Digest", "Domain", "Evidence",
-    "Example", "ExitCode", "Group", "IdentityFact", "JobFacts", "Label", "LauncherTableRow", "Match", "MatchSpec", "Phase", "RankRow", "RankState",
+    "Example", "ExitCode", "Group", "IdentityFact", "JobFacts", "Label", "LauncherTableRow", "GROUP_PAST_WRITERS", "Match", "MatchGroup", "MatchSpec", "Phase", "RankRow", "RankState",
     "Related", "Report", "Restart", "Role", "RootCause", "Rule", "Scope", "Severity", "SourceInfo", "Stats",
     "StreamFacts", "SURVIVED_NOTE_END", "SurvivedNote", "TornDownNote", "TimeKind", "TimelineEvent", "UNDETERMINED_NOTE", "UnreadSource", "Verdict", "VersionNote",
     "When", "Who", "compress_ranks", "expand_ranks", "field_names", "iso", "omitted_when_empty", "rules_version",

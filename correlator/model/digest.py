@@ -27,6 +27,11 @@ def pickled_by_fields(cls: type[_T]) -> type[_T]:
     return cls
 
 
+#: the writers with a rank whose matches of one rule a source keeps one by one; the matches of the
+#: writers after them are counted in ``MatchGroup``s (a combined stream of a job of thousands of ranks)
+GROUP_PAST_WRITERS = 4096
+
+
 class TimeKind(StrEnum):
     #: the line carried its own timestamp
     OWN = "own"
@@ -96,6 +101,31 @@ class Match:
             if key == name:
                 return value
         return None
+
+
+@pickled_by_fields
+@dataclass(frozen=True, slots=True)
+class MatchGroup:
+    """The matches of one rule, in one source, by the writers past the first ``GROUP_PAST_WRITERS``
+    of that rule with a rank: counted instead of kept one ``Match`` per line (a combined stream of
+    100,000 ranks' watchdog timeouts would be 100,000 matches). One group per (rule, host, attempt);
+    the correlation stage counts them in the report's groups with the label the same rule's kept
+    matches of the source got, and attributes nothing to them one by one."""
+
+    rule_id: str
+    path: str
+    host: str | None
+    attempt: int | None
+    #: lines, and the ranks that wrote them (``0-3,5`` notation)
+    count: int
+    ranks: str
+    first_offset: int
+    last_offset: int
+    first_line: int
+    last_line: int
+    #: the earliest and latest own or inherited time of its lines (uncorrected), if any had one
+    first_ns: int | None = None
+    last_ns: int | None = None
 
 
 @pickled_by_fields
@@ -192,6 +222,9 @@ class DiagCode(StrEnum):
     RULE_TIMEOUT = "rule-timeout"
     #: ``count`` more matches of one rule were not kept
     MATCHES_NOT_KEPT = "matches-not-kept"
+    #: ``count`` matches of one rule, by writers past the first ``GROUP_PAST_WRITERS``, were counted
+    #: in ``Digest.groups`` instead of kept one by one
+    MATCHES_GROUPED = "matches-grouped"
     #: what was assumed to read the stamps (the year of glog/syslog stamps)
     TIME_ASSUMED = "time-assumed"
     #: stamps without a zone were read in the analysis zone (``--tz``, else this machine's)
@@ -261,3 +294,5 @@ class Digest:
     scan_reports: int = 0
     candidate_lines: int = 0
     confirmed_matches: int = 0
+    #: the matches of writers past the first ``GROUP_PAST_WRITERS`` of a rule, counted per (rule, host)
+    groups: tuple[MatchGroup, ...] = ()

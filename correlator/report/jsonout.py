@@ -17,10 +17,14 @@ from correlator.report.safe import json_safe
 
 SCHEMA = "correlate.report/1"
 
-#: at most this many entries of each per-rank list (``collateral``, ``ranks``, ``clocks``): a job of
-#: 100,000 ranks would otherwise write one object per rank three times (63 MB). The groups carry
+#: at most this many entries of each per-rank list (``collateral``, ``ranks``, ``clocks``, ``timeline``): a
+#: job of 100,000 ranks would otherwise write one object per rank three times (63 MB). The groups carry
 #: every count, and ``capped`` says what each list left out; below the cap nothing changes.
 PER_RANK_CAP = 1000
+
+#: the timeline events a cut timeline keeps first (then the earliest of the others); the others keep
+#: their ``id``, and ``caused_by`` names the root's, which is kept
+_TIMELINE_KEPT = ("root", "independent", "job")
 
 #: collateral item labels: the groups of these labels hold every collateral item, counted
 _ITEM_LABELS = ("collateral", "teardown", "independent", "job")
@@ -72,7 +76,8 @@ def _cap(report: Report) -> tuple[Report, dict[str, Any]]:
     objects), and what each list left out. ``collateral`` keeps its first (earliest) items, and its
     total is the groups' count (the correlation stage may already list fewer items than it
     grouped); ``ranks`` keeps the ranks that are neither healthy, unknown nor collateral first (the
-    root, silent ranks), then the lowest ranks; ``clocks`` the largest offsets."""
+    root, silent ranks), then the lowest ranks; ``clocks`` the largest offsets; ``timeline`` its root,
+    independent and job-level events, then the earliest others."""
     capped: dict[str, Any] = {}
     changes: dict[str, Any] = {}
     items = report.collateral
@@ -81,22 +86,32 @@ def _cap(report: Report) -> tuple[Report, dict[str, Any]]:
         changes["collateral"] = items[:PER_RANK_CAP]
         capped["collateral"] = {"listed": len(changes["collateral"]), "total": total}
     rows = report.ranks
-    if len(rows) > PER_RANK_CAP:
+    job_ranks = report.job.ranks or 0  # (ranks only counted in groups have no row)
+    if len(rows) > PER_RANK_CAP or job_ranks > len(rows):
         plain = ("healthy", "unknown", "collateral")
         notable = [r for r in rows if str(r.state) not in plain]
         rest = [r for r in rows if str(r.state) in plain]
         keep = notable[:PER_RANK_CAP] + rest[:max(0, PER_RANK_CAP - len(notable))]
         changes["ranks"] = tuple(sorted(keep, key=lambda r: r.rank))
-        capped["ranks"] = {"listed": len(keep), "total": len(rows)}
+        capped["ranks"] = {"listed": len(keep), "total": max(len(rows), job_ranks)}
     clocks = report.clocks
     if len(clocks) > PER_RANK_CAP:
         worst = sorted(range(len(clocks)), key=lambda i: -abs(clocks[i].offset_s))[:PER_RANK_CAP]
         changes["clocks"] = tuple(clocks[i] for i in sorted(worst))
         capped["clocks"] = {"listed": PER_RANK_CAP, "total": len(clocks)}
+    events = report.timeline
+    if len(events) > PER_RANK_CAP:  # (the correlation stage already cut it to its TIMELINE_CAP events)
+        ahead = [e for e in events if e.label in _TIMELINE_KEPT][:PER_RANK_CAP]
+        others = [e for e in events if e.label not in _TIMELINE_KEPT][:PER_RANK_CAP - len(ahead)]
+        changes["timeline"] = tuple(sorted(ahead + others, key=lambda e: e.id))
+        capped["timeline"] = {"listed": len(changes["timeline"]), "total": len(events)}
     if not capped:
         return report, capped
     capped["note"] = ("per-rank lists cut to their first entries (each list's listed and total say how many); the "
                       "groups count every rank, and --parquet DIR keeps every rank's row")
+    if job_ranks > len(rows):
+        capped["note"] += (f" of the {len(rows)} that have one (the lines of the other {job_ranks - len(rows)} were only "
+                           "counted in the groups: the diagnostics say which)")
     return dataclasses.replace(report, **changes), capped
 
 

@@ -8,7 +8,7 @@ when nothing else names a rank. Decides nothing else.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from correlator.correlate.attribution import policy
@@ -24,6 +24,7 @@ from correlator.model import (
     FactSource,
     Group,
     Label,
+    MatchGroup,
     RankRow,
     RankState,
     Role,
@@ -33,6 +34,7 @@ from correlator.model import (
     TimelineEvent,
     Verdict,
     compress_ranks,
+    expand_ranks,
     iso,
 )
 from correlator.model.evidence import EvidenceKind
@@ -78,7 +80,28 @@ def table_root(out: Outcome, facts: Sequence, rules: dict[str, Rule]) -> None:
         prevention=rule.prevention, decided_by=str(EvidenceKind.FAILURE_TABLE))
 
 
-def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[CollateralItem]]:
+def counted_labels(out: Outcome, counted: Sequence[MatchGroup]) -> list[Label]:
+    """The label of each counted group (``MatchGroup``: a source's matches of a rule by its writers past
+    the first ones): the label most of the same rule's events of that source got, else of that rule's
+    events anywhere, else context. The writers a source keeps come first in it, so the counted ones are
+    its later lines of the same rule."""
+    by_source: dict[tuple[str, str], Counter[Label]] = defaultdict(Counter)
+    by_rule: dict[str, Counter[Label]] = defaultdict(Counter)
+    for e in out.events:
+        if e.label is not Label.ROOT:
+            by_source[(e.rule.id, e.m.path)][e.label] += 1
+            by_rule[e.rule.id][e.label] += 1
+    labels = []
+    for g in counted:
+        seen = by_source.get((g.rule_id, g.path)) or by_rule.get(g.rule_id)
+        labels.append(seen.most_common(1)[0][0] if seen else Label.CONTEXT)
+    return labels
+
+
+def groups_and_chain(out: Outcome, counted: Sequence[MatchGroup] = (), rules: dict[str, Rule] | None = None
+                     ) -> tuple[list[Group], list[ChainLink], list[CollateralItem]]:
+    """``counted``: the digests' ``MatchGroup``s, counted in the groups of their rule and label
+    (``counted_labels``); ``rules`` names their rules."""
     root_t = out.root_ev.t if out.root_ev is not None else None
     by: dict[tuple[str, str], list[Ev]] = defaultdict(list)
     items: list[CollateralItem] = []
@@ -102,18 +125,28 @@ def groups_and_chain(out: Outcome) -> tuple[list[Group], list[ChainLink], list[C
                 rank=e.rank, host=e.m.who.host, rule=e.rule.id, time=iso(e.t),
                 after_root_s=round((e.t - root_t) / NS, 3) if e.t is not None and root_t is not None else None,
                 path=e.m.path, line=e.m.line))
+    more: dict[tuple[str, str], list[MatchGroup]] = defaultdict(list)
+    for mg, lab in zip(counted, counted_labels(out, counted)):
+        more[(mg.rule_id, lab.value)].append(mg)
     groups = []
-    for (rid, label), es in by.items():
-        ranks = sorted({e.rank for e in es if e.rank is not None})
+    for rid, label in [*by, *(k for k in more if k not in by)]:
+        es, cs = by.get((rid, label), []), more.get((rid, label), [])
+        rule = es[0].rule if es else (rules or {}).get(rid)
+        if rule is None:
+            continue
+        ranks = {e.rank for e in es if e.rank is not None}
+        for mg in cs:
+            ranks.update(expand_ranks(mg.ranks))
         ts = [e.t for e in es if e.t is not None]
+        ts += [t for mg in cs for t in (mg.first_ns, mg.last_ns) if t is not None]  # (on their own clocks)
         first = min(ts) if ts else None
         last = max(ts) if ts else None
         groups.append(Group(
-            rule=rid, role=str(es[0].rule.role), ranks=compress_ranks(ranks), count=len(es),
+            rule=rid, role=str(rule.role), ranks=compress_ranks(sorted(ranks)), count=len(es) + sum(mg.count for mg in cs),
             first=iso(first), last=iso(last), label=label,
             first_after_s=round((first - root_t) / NS, 3) if first is not None and root_t is not None else None,
             last_after_s=round((last - root_t) / NS, 3) if last is not None and root_t is not None else None,
-            title=es[0].rule.title))
+            title=rule.title))
     seq_of: dict[tuple[str, str], set[str]] = defaultdict(set)
     for e in out.events:
         sq = e.m.capture(Capture.SEQ)
@@ -163,7 +196,9 @@ def timeline(out: Outcome) -> list[TimelineEvent]:
 
 
 def rank_rows(out: Outcome, streams: Sequence[StreamFacts], known: set[int],
-              clocks: dict[str, ClockEstimate]) -> list[RankRow]:
+              clocks: dict[str, ClockEstimate], counted: Sequence[MatchGroup] = ()) -> list[RankRow]:
+    """One row per rank the streams, ``known`` or the events name; a rank only counted in a group
+    (``counted``) has no row of its own unless a stream names it, and then the state of its group."""
     info: dict[int, dict] = {r: {"host": None, "local": None, "first": None, "last": None, "lines": 0, "step": None}
                              for r in known}
     for s in streams:
@@ -196,6 +231,12 @@ def rank_rows(out: Outcome, streams: Sequence[StreamFacts], known: set[int],
             state[r] = RankState.ROOT
         elif e.label in (Label.COLLATERAL, Label.INDEPENDENT, Label.TEARDOWN) and state.get(r) is not RankState.ROOT:
             state[r] = RankState.COLLATERAL
+    if counted:
+        with_row = set(info)
+        for g, label in zip(counted, counted_labels(out, counted)):
+            if label in (Label.COLLATERAL, Label.INDEPENDENT, Label.TEARDOWN):
+                for r in with_row.intersection(expand_ranks(g.ranks)):
+                    state.setdefault(r, RankState.COLLATERAL)
     if out.root is not None and out.root.rank is not None:
         state[out.root.rank] = RankState.ROOT
     for r in out.silent:
