@@ -605,9 +605,9 @@ STAMP_HINTS = tuple(hint for hint, _ in dialects.stamp_hints())
 #: blank line (ASCII whitespace only)
 MAYBE_PREFIX = dialects.prefix_hints()
 NCCL_LINE = rb" NCCL "
-#: lines that may start with an srun task label or a ``[rankN]:`` tag (``extract._SRUN_PREFIX``,
-#: ``extract._RANK_PREFIX``); the hit's own line is the one to check
-RANK_PREFIX_HINTS = (rb"\n[ \t\n\r\f\v]{0,6}\d{1,6}: ", rb"\[rank\d")
+#: lines that may start with a prefix naming a writer (an srun task label, a ``[rankN]:`` tag: the
+#: dialects' ``census_hint``); the hit's own line is the one to check
+RANK_PREFIX_HINTS = dialects.census_hints()
 #: Hyperscan reports no empty matches, and (in this build) misses some matches of ``$``/``\z`` at
 #: the end of a buffer: blank lines are found between two newlines, the first and last line apart
 EMPTY_LINE, SPACE_LINE = rb"\n\n", rb"\n[ \t\r\x0b\x0c]+\n"
@@ -643,7 +643,7 @@ class WindowFinder:
         self._progress_scratch = hyperscan.Scratch(self._progress)
         self._lines = _small_db([PROGRESS_EXACT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE], [som, 0, 0, 0, 0])
         self._lines_scratch = hyperscan.Scratch(self._lines)
-        self._prefixes = _small_db(list(RANK_PREFIX_HINTS), [0, 0])
+        self._prefixes = _small_db(list(RANK_PREFIX_HINTS), [0] * len(RANK_PREFIX_HINTS))
         self._prefixes_scratch = hyperscan.Scratch(self._prefixes)
         self._hint = _small_db(list(STAMP_HINTS), [hyperscan.HS_FLAG_MULTILINE if multi else 0
                                                    for _, multi in dialects.stamp_hints()])
