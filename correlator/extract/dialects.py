@@ -86,6 +86,15 @@ PREFIXES: tuple[PrefixDialect, ...] = (
         rb"\[[A-Za-z_]+[0-9\x80-\xff]", 2,
         ("[default3]:Traceback (most recent call last):", "[trainer0]:[rank0]: step 5")),
     PrefixDialect(
+        # Determined's launcher runs each worker under determined.launch.wrap_rank, which writes
+        # "[rank=N] " before every line of the worker's stdout and stderr (its forward_stream)
+        "determined-rank",
+        r"\[rank=(?P<rank>\d{1,6})\] ",
+        rb"\[rank=[0-9\x80-\xff]", 9,
+        ("[rank=3] RuntimeError: CUDA error: an illegal memory access was encountered",
+         "[rank=12] [rank12]:[E1130 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 12] Watchdog caught"),
+        census_hint=rb"\[rank=[0-9]"),
+    PrefixDialect(
         "pytorch-rank",  # PyTorch's own tag: "[rank25]:"
         r"\[rank(?P<rank>\d{1,6})\]:",
         b"", 2,
@@ -218,6 +227,11 @@ def _us(g: Callable[[str], str | None], _p: object) -> tuple:
     return (y, mo, d, int(g("H") or 0), int(g("M") or 0), int(g("S") or 0), g("f"), None, False)
 
 
+def _yymmdd(g: Callable[[str], str | None], _p: object) -> tuple:
+    return (2000 + int(g("y") or 0), int(g("m") or 0), int(g("d") or 0), int(g("H") or 0), int(g("M") or 0),
+            int(g("S") or 0), None, None, False)
+
+
 def _epoch(g: Callable[[str], str | None], _p: object) -> tuple:
     return (int(g("e") or 0), g("f"))
 
@@ -259,6 +273,16 @@ STAMPS: tuple[StampDialect, ...] = (
         r"(?:[.,](?P<f>\d{1,9}))?",
         _us, _CLOCK_HINT, False,
         ("03/02/2026 14:00:00 - INFO - __main__ - step 5", "25/03/2026 14:00:00 x")),
+    StampDialect(
+        # Spark's default log4j layout, "%d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n" (a driver's or an
+        # executor's log: TorchDistributor, Horovod on Spark); the level after it tells it from a
+        # day-first date with a two-digit year
+        "log4j-yymmdd", "yymmdd", "y",
+        r"(?<![\d/.])(?P<y>\d\d)/(?P<m>[01]\d)/(?P<d>[0-3]\d) (?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
+        r"(?= (?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) )",
+        _yymmdd, _CLOCK_HINT, False,
+        ("24/03/02 14:00:05 ERROR Executor: Exception in task 0.0 in stage 1.0 (TID 1)",
+         "24/03/02 14:00:00 INFO SparkContext: Running Spark version 3.5.1")),
 )
 
 
