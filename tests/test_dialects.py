@@ -90,3 +90,26 @@ def test_every_stamp_a_dialect_matches_holds_what_it_needs(d, data):
     needs = re.compile(dialects.stamp_needs())
     assert needs.search(text, 0, m.end()) is not None, (d.name, text)
     assert re.compile(d.needs).search(text, 0, m.end()) is not None, (d.name, text)
+
+
+def test_a_determined_workers_lines_name_its_rank():
+    """determined.launch.wrap_rank's "[rank=N] " names the rank (behind torchrun's own tag too), and
+    a file of several workers' such lines is a combined stream, whatever its name says."""
+    from correlator.extract.statements import line_start_captures
+
+    prefix, msg = prefixes.split_prefix("[rank=3] RuntimeError: CUDA error: out of memory")
+    assert (prefix.rank, msg) == (3, "RuntimeError: CUDA error: out of memory")
+    prefix, msg = prefixes.split_prefix("[rank=12] [rank12]:[E1130 10:00:00.000000000 ProcessGroupNCCL.cpp:632] x")
+    assert prefix.rank == 12 and msg.startswith("[E1130")
+    text = b"[rank=0] step 1\n[rank=1] step 1\n[rank=1] OSError: [Errno 5] Input/output error\n"
+    assert line_start_captures(text, False) == {b"0", b"1"} == line_start_captures(text, True)
+
+
+def test_a_spark_log4j_stamp_is_read_with_its_century():
+    from datetime import UTC, datetime
+
+    parser = StampParser(UTC, reference_ns=1_709_388_000 * 10**9)
+    got = parser.parse("24/03/02 14:00:05 ERROR Executor: Exception in task 0.0 in stage 1.0 (TID 1)")
+    assert got is not None and got.format == "log4j-yymmdd"
+    assert got.time_ns == int(datetime(2024, 3, 2, 14, 0, 5, tzinfo=UTC).timestamp()) * 10**9
+    assert parser.parse("24/03/02 14:00:05 some text") is None  # no level after it: not this layout

@@ -13,6 +13,7 @@ tried when none of the stack matched. The hints form one alternation, in ``hint_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -32,6 +33,13 @@ class PrefixDialect:
     #: real lines of the dialect (the test splits them and checks the hints catch them)
     examples: tuple[str, ...]
     covered_by: str = ""
+    #: what its named groups fill in a ``prefixes.Prefix`` (group -> field: task, local_rank, rank,
+    #: host, pid) where the group's name is not the field's own; other groups are read by no one
+    fields: tuple[tuple[str, str], ...] = ()
+    #: for a dialect that names a writer (a rank or a task): a bytes regex that every line holding
+    #: it matches within that line (``scan.RANK_PREFIX_HINTS``: the census of a file's writers,
+    #: ``statements.line_start_captures``, looks only at such lines)
+    census_hint: bytes = b""
 
 
 #: the stacked prefixes, outermost first. A hint is a superset of its pattern read with ``re``'s
@@ -48,7 +56,8 @@ PREFIXES: tuple[PrefixDialect, ...] = (
         r"\((?:(?P<actor>[A-Za-z_][\w.]{0,60}) )?pid=(?P<pid>\d{1,9})(?:, ip=(?P<ip>[\d.]{7,15}))?\) ",
         rb"\((?:[A-Za-z_][\w.\x80-\xff]{0,240} )?pid=", 7,
         ("(WorkerDict pid=26110, ip=10.0.0.7) torch.OutOfMemoryError: CUDA out of memory.",
-         "(pid=34272) Traceback (most recent call last):")),
+         "(pid=34272) Traceback (most recent call last):"),
+        fields=(("ip", "host"),)),
     PrefixDialect(
         # pdsh (DeepSpeed multi-node, clush) prints the host: "worker-1: ", "gpu-a09: " (or an IP address, as a
         # hostfile may name the workers: "10.0.0.6: "); a name must hold a digit and not be a word that ends
@@ -64,10 +73,11 @@ PREFIXES: tuple[PrefixDialect, ...] = (
         "srun-label",  # srun --label: "12: "
         r"\s{0,6}(?P<task>\d{1,6}): ",
         rb"[ \t\r\f\v\x1c-\x1f\x80-\xff]{0,18}[0-9.\x80-\xff]{1,52}: ", 1,
-        ("12: [default3]:[rank25]: torch.OutOfMemoryError: CUDA out of memory.", " 3: step 100 loss 2.1")),
+        ("12: [default3]:[rank25]: torch.OutOfMemoryError: CUDA out of memory.", " 3: step 100 loss 2.1"),
+        census_hint=rb"[0-9]: "),  # (behind a pdsh host too: "gpu-a01: 5: ")
     PrefixDialect(
         "torchrun-host-local",  # torchrun with a log-line prefix template naming the host: "[gpu187:2]:"
-        r"\[(?P<hl_host>[A-Za-z][\w.-]{0,60}):(?P<hl_local>\d{1,5})\]:",
+        r"\[(?P<host>[A-Za-z][\w.-]{0,60}):(?P<local>\d{1,5})\]:",
         rb"\[[A-Za-z][A-Za-z0-9_.\x80-\xff-]{0,240}:[0-9\x80-\xff]{1,20}\]:", 4,
         ("[gpu187:2]:RuntimeError: NCCL error",)),
     PrefixDialect(
@@ -76,11 +86,20 @@ PREFIXES: tuple[PrefixDialect, ...] = (
         rb"\[[A-Za-z_]+[0-9\x80-\xff]", 2,
         ("[default3]:Traceback (most recent call last):", "[trainer0]:[rank0]: step 5")),
     PrefixDialect(
+        # Determined's launcher runs each worker under determined.launch.wrap_rank, which writes
+        # "[rank=N] " before every line of the worker's stdout and stderr (its forward_stream)
+        "determined-rank",
+        r"\[rank=(?P<rank>\d{1,6})\] ",
+        rb"\[rank=[0-9\x80-\xff]", 9,
+        ("[rank=3] RuntimeError: CUDA error: an illegal memory access was encountered",
+         "[rank=12] [rank12]:[E1130 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 12] Watchdog caught"),
+        census_hint=rb"\[rank=[0-9]"),
+    PrefixDialect(
         "pytorch-rank",  # PyTorch's own tag: "[rank25]:"
         r"\[rank(?P<rank>\d{1,6})\]:",
         b"", 2,
         ("[rank25]:[E1130 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 25] Watchdog caught collective operation timeout",),
-        covered_by="torchrun-tee"),
+        covered_by="torchrun-tee", census_hint=rb"\[rank\d"),
 )
 
 #: prefixes that stand alone (tried when the stack matched nothing, and behind a pdsh host)
@@ -98,9 +117,41 @@ STANDALONE: tuple[PrefixDialect, ...] = (
 )
 
 
+#: the fields of ``prefixes.Prefix`` a prefix group may fill
+PREFIX_FIELDS = ("task", "local_rank", "rank", "host", "pid")
+_GROUP = re.compile(r"\(\?P<(\w+)>")
+
+
+def _field(d: PrefixDialect, group: str) -> str | None:
+    name = dict(d.fields).get(group, group)
+    name = "local_rank" if name == "local" else name
+    return name if name in PREFIX_FIELDS else None
+
+
 def prefix_regex() -> str:
-    """The stacked prefix pattern: each dialect of ``PREFIXES`` optional, in order."""
-    return "".join(f"(?:{d.pattern})?" for d in PREFIXES)
+    """The stacked prefix pattern: each dialect of ``PREFIXES`` optional, in order; each group named
+    ``p<i>_<its name>`` (``i``: the dialect's place), so that dialects may use the same names."""
+    def named(i: int, pattern: str) -> str:
+        return _GROUP.sub(lambda g: f"(?P<p{i}_{g.group(1)}>", pattern)
+
+    return "".join(f"(?:{named(i, d.pattern)})?" for i, d in enumerate(PREFIXES))
+
+
+def prefix_groups() -> dict[str, tuple[str, ...]]:
+    """Per field of ``prefixes.Prefix``, the groups of ``prefix_regex`` that fill it, outermost
+    first (the first that matched gives the field)."""
+    out: dict[str, list[str]] = {f: [] for f in PREFIX_FIELDS}
+    for i, d in enumerate(PREFIXES):
+        for g in _GROUP.findall(d.pattern):
+            field = _field(d, g)
+            if field is not None:
+                out[field].append(f"p{i}_{g}")
+    return {f: tuple(gs) for f, gs in out.items()}
+
+
+def census_hints() -> tuple[bytes, ...]:
+    """The hints of the lines that may name a writer (``PrefixDialect.census_hint``)."""
+    return tuple(d.census_hint for d in PREFIXES if d.census_hint)
 
 
 def prefix_hints() -> bytes:
@@ -176,6 +227,11 @@ def _us(g: Callable[[str], str | None], _p: object) -> tuple:
     return (y, mo, d, int(g("H") or 0), int(g("M") or 0), int(g("S") or 0), g("f"), None, False)
 
 
+def _yymmdd(g: Callable[[str], str | None], _p: object) -> tuple:
+    return (2000 + int(g("y") or 0), int(g("m") or 0), int(g("d") or 0), int(g("H") or 0), int(g("M") or 0),
+            int(g("S") or 0), None, None, False)
+
+
 def _epoch(g: Callable[[str], str | None], _p: object) -> tuple:
     return (int(g("e") or 0), g("f"))
 
@@ -217,6 +273,16 @@ STAMPS: tuple[StampDialect, ...] = (
         r"(?:[.,](?P<f>\d{1,9}))?",
         _us, _CLOCK_HINT, False,
         ("03/02/2026 14:00:00 - INFO - __main__ - step 5", "25/03/2026 14:00:00 x")),
+    StampDialect(
+        # Spark's default log4j layout, "%d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n" (a driver's or an
+        # executor's log: TorchDistributor, Horovod on Spark); the level after it tells it from a
+        # day-first date with a two-digit year
+        "log4j-yymmdd", "yymmdd", "y",
+        r"(?<![\d/.])(?P<y>\d\d)/(?P<m>[01]\d)/(?P<d>[0-3]\d) (?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
+        r"(?= (?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) )",
+        _yymmdd, _CLOCK_HINT, False,
+        ("24/03/02 14:00:05 ERROR Executor: Exception in task 0.0 in stage 1.0 (TID 1)",
+         "24/03/02 14:00:00 INFO SparkContext: Running Spark version 3.5.1")),
 )
 
 

@@ -17,6 +17,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # One or more stacked prefixes at the start of a line, and mpirun's stand-alone tags: built from the
 # dialect registry (``dialects.PREFIXES``, ``dialects.STANDALONE``)
 _PREFIX = re.compile(dialects.prefix_regex())
+#: the groups of ``_PREFIX`` that fill each field of a ``Prefix``, outermost dialect first
+_TASK, _LOCAL, _RANK, _HOST, _PID = (dialects.prefix_groups()[f] for f in dialects.PREFIX_FIELDS)
 _MPI = re.compile(dialects.STANDALONE[0].pattern)
 #: mpirun --timestamp-output: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:message"
 _MPI_STAMPED = re.compile(dialects.STANDALONE[1].pattern)
@@ -74,13 +76,25 @@ def split_prefix(line: str) -> tuple[Prefix, str]:
                     line[ms.end():].lstrip(" "))
         return NO_PREFIX, line
     assert m is not None
-    task = int(m.group("task")) if m.group("task") else None
-    local = int(m.group("local")) if m.group("local") else None
-    if local is None and m.group("hl_local"):
-        local = int(m.group("hl_local"))
-    rank = int(m.group("rank")) if m.group("rank") else None
-    host = m.group("host") or m.group("ip") or m.group("hl_host")
-    pid = int(m.group("pid")) if m.group("pid") else None
+    got = m.group
+    task = local = rank = pid = None
+    for g in _TASK:
+        if got(g):
+            task = int(got(g))
+            break
+    for g in _LOCAL:
+        if got(g):
+            local = int(got(g))
+            break
+    for g in _RANK:
+        if got(g):
+            rank = int(got(g))
+            break
+    host = next((got(g) for g in _HOST if got(g)), None)
+    for g in _PID:
+        if got(g):
+            pid = int(got(g))
+            break
     msg = line[end:]
     if rank is None and local is None and task is None and (host or pid):
         mp = _MPI.match(msg)  # pdsh in front of mpirun's tag

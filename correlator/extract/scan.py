@@ -605,9 +605,9 @@ STAMP_HINTS = tuple(hint for hint, _ in dialects.stamp_hints())
 #: blank line (ASCII whitespace only)
 MAYBE_PREFIX = dialects.prefix_hints()
 NCCL_LINE = rb" NCCL "
-#: lines that may start with an srun task label or a ``[rankN]:`` tag (``extract._SRUN_PREFIX``,
-#: ``extract._RANK_PREFIX``); the hit's own line is the one to check
-RANK_PREFIX_HINTS = (rb"\n[ \t\n\r\f\v]{0,6}\d{1,6}: ", rb"\[rank\d")
+#: lines that may start with a prefix naming a writer (an srun task label, a ``[rankN]:`` tag: the
+#: dialects' ``census_hint``); the hit's own line is the one to check
+RANK_PREFIX_HINTS = dialects.census_hints()
 #: what keeps a plain candidate line out of the confirmer's bulk lane (``confirmer.Confirmer.bulk_lane``,
 #: which checks the same one line at a time without Hyperscan), searched in the lines joined, each
 #: after a newline: what may name a host (a syslog header, an NCCL origin), an embedded launcher
@@ -649,7 +649,7 @@ class WindowFinder:
         self._progress_scratch = hyperscan.Scratch(self._progress)
         self._lines = _small_db([PROGRESS_EXACT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE], [som, 0, 0, 0, 0])
         self._lines_scratch = hyperscan.Scratch(self._lines)
-        self._prefixes = _small_db(list(RANK_PREFIX_HINTS), [0, 0])
+        self._prefixes = _small_db(list(RANK_PREFIX_HINTS), [0] * len(RANK_PREFIX_HINTS))
         self._prefixes_scratch = hyperscan.Scratch(self._prefixes)
         self._maybe = _small_db([MAYBE_PREFIX], [0])
         self._maybe_scratch = hyperscan.Scratch(self._maybe)

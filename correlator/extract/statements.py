@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from correlator.extract import dialects
 from correlator.extract.lines import Buffer, Context, parse_line, same_writer
 from correlator.extract.prefixes import Prefix, nccl_origin, ranks_in_text
 from correlator.model import FactSource, IdentityFact, Who
@@ -25,12 +26,12 @@ LOCAL_TAG_PROBE = 64 << 10
 #: all announce themselves at start-up; the whole 256 KiB probe cost 1.6 ms a file)
 RANK_TEXT_PROBE = 16 << 10
 
-_RANK_PREFIX = re.compile(rb"(?m)^(?:\s{0,6}\d{1,6}: )?(?:\[[A-Za-z_]*\d+\]:)?\[rank(\d{1,6})\]:")
-_SRUN_PREFIX = re.compile(rb"(?m)^\s{0,6}(\d{1,6}): ")
-# the same two, matched after a literal newline: a ``(?m)^`` pattern is tried at every byte, these
-# jump from newline to newline (about 10x faster); the first line is matched on its own
-_RANK_PREFIX_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?(?:\[[A-Za-z_]*\d+\]:)?\[rank(\d{1,6})\]:")
-_SRUN_PREFIX_NL = re.compile(rb"\n\s{0,6}(\d{1,6}): ")
+#: the census of a file's writers (``line_start_captures``): the stacked prefixes of the dialect
+#: registry, on bytes, and the groups that name a writer (a rank or an srun task); the lines looked
+#: at are those the dialects' census hints find
+_STACK = re.compile(dialects.prefix_regex().encode())
+_WRITER_GROUPS = dialects.prefix_groups()["rank"] + dialects.prefix_groups()["task"]
+_CENSUS_HINTS = re.compile(b"|".join(dialects.census_hints()))
 #: torchrun's --tee tag of a node's worker at a line start ("[default3]:", behind an srun label)
 _LOCAL_TAG_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?\[(?!rank\d)[A-Za-z_]+(\d{1,5})\]:")
 
@@ -83,26 +84,28 @@ def nccl_line_key(raw: bytes) -> tuple:
 
 
 def line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
-    """``set(_RANK_PREFIX.findall(text)) | set(_SRUN_PREFIX.findall(text))``, faster. With
-    ``hyperscan``, only the lines Hyperscan says may hold such a prefix are matched (a match that
-    reaches over blank lines gives the same capture on the line holding the number)."""
-    out: set[bytes] = set()
+    """The numbers the lines of ``text`` name their writers by in their prefixes (ranks, srun
+    tasks). Only the first line and the lines a census hint finds are matched: by Hyperscan with
+    ``hyperscan``, else by ``re``."""
+    starts: list[int] | None = None
     if hyperscan:
         from correlator.extract.scan import window_finder
 
         finder = window_finder()
         if finder is not None:
-            for ls in [0, *finder.prefix_lines(text)]:
-                for whole in (_RANK_PREFIX, _SRUN_PREFIX):
-                    m = whole.match(text, ls)
-                    if m:
-                        out.add(m.group(1))
-            return out
-    for whole, nl in ((_RANK_PREFIX, _RANK_PREFIX_NL), (_SRUN_PREFIX, _SRUN_PREFIX_NL)):
-        m = whole.match(text)
-        if m:
-            out.add(m.group(1))
-        out.update(nl.findall(text))
+            starts = finder.prefix_lines(text)
+    if starts is None:
+        rfind = text.rfind
+        starts = sorted({rfind(b"\n", 0, m.end() - 1) + 1 for m in _CENSUS_HINTS.finditer(text)})
+    out: set[bytes] = set()
+    match = _STACK.match
+    for ls in (0, *starts):
+        m = match(text, ls)
+        if m and m.end() > ls:
+            for g in _WRITER_GROUPS:
+                v = m.group(g)
+                if v:
+                    out.add(v)
     return out
 
 
