@@ -175,7 +175,7 @@ class _Source:
             key = (m.rule_id, m.who.rank, m.who.local_rank, m.who.task)
             if key not in self.first and m.who.rank is not None:
                 if self.writers.get(m.rule_id, 0) >= GROUP_PAST_WRITERS:
-                    self._grouping(m.rule_id, m.who.host, m.attempt, m.offset, m.line).add(m)
+                    self._grouping(m.rule_id, m.who.host, m.attempt).add(m)
                     continue
                 self.writers[m.rule_id] = self.writers.get(m.rule_id, 0) + 1
             first = self.first.setdefault(key, [])
@@ -190,8 +190,7 @@ class _Source:
                 self.end_seen = True
         for g in d.groups:  # (a group reaching into the look-back may count a few of its lines again)
             if g.last_offset >= skip_before:
-                self._grouping(g.rule_id, g.host, g.attempt, g.first_offset + base_offset,
-                               g.first_line + base_line).merge(g, base_offset, base_line)
+                self._grouping(g.rule_id, g.host, g.attempt).merge(g, base_offset, base_line)
         single = len(d.streams) == 1
         for s in d.streams:
             skey = (s.who.rank, s.who.local_rank, s.who.task)
@@ -237,21 +236,23 @@ class _Source:
         self.bytes_skipped += d.bytes_skipped
         self.lines_capped += d.lines_capped
 
-    def _grouping(self, rule_id: str, host: str | None, attempt: int | None, offset: int, line: int) -> Grouping:
+    def _grouping(self, rule_id: str, host: str | None, attempt: int | None) -> Grouping:
         k = (rule_id, host, attempt)
         if k not in self.grouped:
-            self.grouped[k] = Grouping(offset, line)
+            self.grouped[k] = Grouping()
         return self.grouped[k]
 
     def digest(self) -> Digest:
         matches = [m for ms in self.first.values() for m in ms] + [m for ms in self.last.values() for m in ms]
+        matches += [g.earliest for g in self.grouped.values() if g.earliest is not None]
         matches.sort(key=lambda m: m.offset)
         diags = [x for x in self.diags.values() if x.code is not DiagCode.MATCHES_GROUPED]
         for rule_id, n in sorted(self.dropped.items()):
             diags.append(Diagnostic("info", self.src.path, f"{n} more matches of {rule_id} not kept (first and last kept)",
                                     DiagCode.MATCHES_NOT_KEPT, n))
-        groups = sorted((g.group(rule_id, self.src.path, host, attempt) for (rule_id, host, attempt), g in
-                         self.grouped.items()), key=lambda g: g.first_offset)
+        groups = sorted((mg for (rule_id, host, attempt), g in self.grouped.items()
+                         for mg in [g.group(rule_id, self.src.path, host, attempt)] if mg is not None),
+                        key=lambda g: g.first_offset)
         counted: dict[str, int] = {}
         for g in groups:
             counted[g.rule_id] = counted.get(g.rule_id, 0) + g.count
