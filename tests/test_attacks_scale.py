@@ -10,6 +10,7 @@ measurements (100,000 ranks, a million traceback lines: time, MB/s, peak RSS) ar
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -18,10 +19,12 @@ from pathlib import Path
 
 import pytest
 from conftest import digest_of
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jobs import T0, combined_srun, py, rank_lines
 
 from correlator.correlate.attribution import policy
-from correlator.extract.extractor import ExtractOptions, Extractor
+from correlator.extract.extractor import ExtractOptions, Extractor, extract
 from correlator.extract.timestamps import resolve_tz
 from correlator.model import GROUP_PAST_WRITERS, DiagCode, SourceInfo, expand_ranks
 from correlator.pipeline import Options, analyze
@@ -177,3 +180,46 @@ def test_many_ranks_through_the_cli(tmp_path):
     d = json.loads(out.read_text())
     assert d["capped"]["collateral"]["total"] == 2999 and len(d["collateral"]) == jsonout.PER_RANK_CAP
     assert d["root_cause"]["rank"] == ROOT_RANK
+
+
+def _interleaved(rnd, n: int) -> bytes:
+    """A combined stream of ``n`` ranks whose lines interleave at random (a root fails, the others
+    time out), for cuts and chunks to fall anywhere."""
+    per = rank_lines(n, 4, rnd.randrange(n), fault=rnd.choice(["eio", "oom"]), steps=rnd.randint(1, 3))
+    queues = {r: list(ls) for r, ls in per.items()}
+    lines = []
+    while queues:
+        r = rnd.choice(sorted(queues))
+        lines.append(f"{r // 4}: [default{r % 4}]:[rank{r}]:{queues[r].pop(0)}")
+        if not queues[r]:
+            del queues[r]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=6000), max_size=8),
+       st.sampled_from([None, 300, 4096]))
+def test_counted_groups_do_not_depend_on_how_the_stream_is_cut(engine, rnd, cuts, chunk):
+    """With a cap of 3 writers, an interleaved stream of 24 ranks is counted in groups; reading it in
+    chunks, or as pieces scanned apart and replayed (a split file), gives the digest a whole read gives."""
+    from correlator.extract import confirmer, engines
+
+    data = _interleaved(rnd, 24)
+    src = SourceInfo(path="job.out", kind="memory", size=len(data))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(confirmer, "GROUP_PAST_WRITERS", 3)
+        whole = extract(src, engine, ExtractOptions(tz=resolve_tz("UTC")), stream=io.BytesIO(data))
+        opts = ExtractOptions(tz=resolve_tz("UTC"), **({"chunk_bytes": chunk} if chunk else {}))
+        bounds, pos = [], 0
+        for c in sorted(set(cuts)):
+            nl = data.find(b"\n", max(c, pos))
+            if nl < 0 or nl + 1 >= len(data):
+                break
+            bounds.append((pos, nl + 1))
+            pos = nl + 1
+        bounds.append((pos, len(data)))
+        replay = engines.ReplayScanner(engines._scan_bytes(engine, data[a:b], a, b) for a, b in bounds)
+        replay.name = engine.scanner.name
+        split = extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay)
+    assert whole.groups and sum(g.count for g in whole.groups) > 0
+    assert split == whole
