@@ -10,17 +10,21 @@ measurements (100,000 ranks, a million traceback lines: time, MB/s, peak RSS) ar
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from conftest import digest_of
-from jobs import combined_srun, rank_lines
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jobs import T0, combined_srun, py, rank_lines
 
 from correlator.correlate.attribution import policy
-from correlator.extract.extractor import ExtractOptions, Extractor
+from correlator.extract.extractor import ExtractOptions, Extractor, extract
 from correlator.extract.timestamps import resolve_tz
 from correlator.model import GROUP_PAST_WRITERS, DiagCode, SourceInfo, expand_ranks
 from correlator.pipeline import Options, analyze
@@ -57,7 +61,8 @@ def test_many_ranks_json_caps_per_rank_lists_and_says_so(big):
 def test_many_ranks_json_timeline_is_cut_and_keeps_the_root(big):
     cap = jsonout.PER_RANK_CAP
     tl = big["timeline"]
-    total = min(policy.TIMELINE_CAP, GROUP_PAST_WRITERS + 1)  # (the kept matches are events, the counted are not)
+    total = min(policy.TIMELINE_CAP, GROUP_PAST_WRITERS + 2)  # (kept matches are events: the first writers', the
+    # root's, the earliest counted line; the counted ones are not)
     assert len(tl) == cap and big["capped"]["timeline"] == {"listed": cap, "total": total}
     (root,) = [e for e in tl if e["label"] == "root"]
     assert root["rank"] == ROOT_RANK
@@ -84,8 +89,8 @@ WATCHDOG = "nccl.watchdog-collective-timeout"
 def test_a_combined_streams_writers_past_the_first_are_counted_not_kept(engine):
     """Per-rank state is capped in extraction: one stream of N ranks' watchdog timeouts keeps the
     matches of the first GROUP_PAST_WRITERS writers of the rule, and counts the others' lines in a
-    group per host (their ranks as a range list), whatever N; cutting the input anywhere changes
-    nothing."""
+    group per host (their ranks as a range list) but for each group's earliest line, whatever N;
+    cutting the input anywhere changes nothing."""
     n = GROUP_PAST_WRITERS + 1500
     text = "\n".join(combined_srun(rank_lines(n, 8, ROOT_RANK, steps=1), 8)) + "\n"
     x = Extractor(SourceInfo(path="slurm.out", kind="memory", size=len(text)), engine,
@@ -94,16 +99,42 @@ def test_a_combined_streams_writers_past_the_first_are_counted_not_kept(engine):
     x.end_of_input()
     assert len(x.confirmer.kept) <= GROUP_PAST_WRITERS + 1  # (and the root's EIO)
     d = x.finish()
-    kept = [m for m in d.matches if m.rule_id == WATCHDOG]
-    assert len(kept) == GROUP_PAST_WRITERS and len(d.matches) <= GROUP_PAST_WRITERS + 1
     assert {g.rule_id for g in d.groups} == {WATCHDOG}
     assert len(d.groups) <= n // 8 + 1  # one per host, not one per rank
+    kept = [m for m in d.matches if m.rule_id == WATCHDOG]
+    assert len(kept) == GROUP_PAST_WRITERS + len(d.groups) and len(d.matches) == len(kept) + 1
     counted = [r for g in d.groups for r in expand_ranks(g.ranks)]
-    assert len(counted) == len(set(counted)) == sum(g.count for g in d.groups) == n - 1 - GROUP_PAST_WRITERS
+    assert sum(g.count for g in d.groups) == n - 1 - len(kept)
     assert set(counted) | {m.who.rank for m in kept} == set(range(n)) - {ROOT_RANK}
-    assert max(m.who.rank or 0 for m in kept) < min(counted)  # the first writers in the stream are kept
+    # the first writers in the stream are kept, and each group's earliest line (here its first)
+    assert {m.who.rank for m in kept} - set(counted) == set(range(GROUP_PAST_WRITERS + 2)) - {ROOT_RANK}
     assert {c.code for c in d.diagnostics} >= {DiagCode.MATCHES_GROUPED}
     assert digest_of(engine, text, name="slurm.out", chunk=3000) == d
+
+
+def _all_fail(n: int, first: int) -> list[str]:
+    """``n`` ranks' logs one after the other (``cat rank-*.log``): every rank runs out of GPU memory,
+    ``first`` 30 s before the others."""
+    per = rank_lines(n, 8, None, steps=2)
+    for r in range(n):
+        at = T0 + timedelta(seconds=200 if r == first else 230 + (r % 50) / 100)
+        per[r] = [*per[r], f"{py(at)} - train - INFO - forward",
+                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
+                  "capacity of 79.15 GiB of which 1.02 GiB is free."]
+    return combined_srun(per, 8)
+
+
+def test_the_first_failure_past_the_writers_kept_is_still_the_root(tmp_path):
+    """A counted group keeps its earliest line whole: when every rank fails alike and the first to
+    fail is written after the writers kept, it is still the root, as it is below the cap."""
+    for n, first in ((600, 500), (GROUP_PAST_WRITERS + 600, GROUP_PAST_WRITERS + 500)):
+        p = tmp_path / f"all-{n}.log"
+        p.write_text("\n".join(_all_fail(n, first)) + "\n")
+        rep = analyze([str(p)], Options(workers=1))
+        assert rep.root_cause is not None and rep.root_cause.rank == first, n
+        assert rep.root_cause.rule == "cuda.out-of-memory"
+        (g,) = [g for g in rep.groups if g.rule == "cuda.out-of-memory" and g.label != "root"]
+        assert g.count == n - 1 and len(expand_ranks(g.ranks)) == n - 1
 
 
 def test_counted_ranks_are_collateral_in_the_report(big):
@@ -149,3 +180,46 @@ def test_many_ranks_through_the_cli(tmp_path):
     d = json.loads(out.read_text())
     assert d["capped"]["collateral"]["total"] == 2999 and len(d["collateral"]) == jsonout.PER_RANK_CAP
     assert d["root_cause"]["rank"] == ROOT_RANK
+
+
+def _interleaved(rnd, n: int) -> bytes:
+    """A combined stream of ``n`` ranks whose lines interleave at random (a root fails, the others
+    time out), for cuts and chunks to fall anywhere."""
+    per = rank_lines(n, 4, rnd.randrange(n), fault=rnd.choice(["eio", "oom"]), steps=rnd.randint(1, 3))
+    queues = {r: list(ls) for r, ls in per.items()}
+    lines = []
+    while queues:
+        r = rnd.choice(sorted(queues))
+        lines.append(f"{r // 4}: [default{r % 4}]:[rank{r}]:{queues[r].pop(0)}")
+        if not queues[r]:
+            del queues[r]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=6000), max_size=8),
+       st.sampled_from([None, 300, 4096]))
+def test_counted_groups_do_not_depend_on_how_the_stream_is_cut(engine, rnd, cuts, chunk):
+    """With a cap of 3 writers, an interleaved stream of 24 ranks is counted in groups; reading it in
+    chunks, or as pieces scanned apart and replayed (a split file), gives the digest a whole read gives."""
+    from correlator.extract import confirmer, engines
+
+    data = _interleaved(rnd, 24)
+    src = SourceInfo(path="job.out", kind="memory", size=len(data))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(confirmer, "GROUP_PAST_WRITERS", 3)
+        whole = extract(src, engine, ExtractOptions(tz=resolve_tz("UTC")), stream=io.BytesIO(data))
+        opts = ExtractOptions(tz=resolve_tz("UTC"), **({"chunk_bytes": chunk} if chunk else {}))
+        bounds, pos = [], 0
+        for c in sorted(set(cuts)):
+            nl = data.find(b"\n", max(c, pos))
+            if nl < 0 or nl + 1 >= len(data):
+                break
+            bounds.append((pos, nl + 1))
+            pos = nl + 1
+        bounds.append((pos, len(data)))
+        replay = engines.ReplayScanner(engines._scan_bytes(engine, data[a:b], a, b) for a, b in bounds)
+        replay.name = engine.scanner.name
+        split = extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay)
+    assert whole.groups and sum(g.count for g in whole.groups) > 0
+    assert split == whole

@@ -202,21 +202,30 @@ class Pending:
 
 class Grouping:
     """A ``MatchGroup`` being counted: a line costs its rank (8 bytes, and the list of ranks is made
-    a sorted set again whenever it doubles), not a ``Match``."""
+    a sorted set again whenever it doubles), not a ``Match``. The group's earliest line (by its time,
+    else its place) stays a whole match (``earliest``), kept in the digest beside the group that
+    counts the others: a file of ranks' logs one after the other (``cat rank-*.log``) may hold the
+    job's first failure past the writers kept."""
 
     __slots__ = ("count", "ranks", "compact_at", "first_offset", "last_offset", "first_line", "last_line", "first_ns",
-                 "last_ns")
+                 "last_ns", "earliest")
 
-    def __init__(self, offset: int, line: int) -> None:
+    def __init__(self) -> None:
         self.count = 0
         self.ranks = array("q")
         self.compact_at = 1 << 16
-        self.first_offset, self.first_line = offset, line
-        self.last_offset, self.last_line = offset, line
+        self.first_offset = self.first_line = self.last_offset = self.last_line = 0
         self.first_ns: int | None = None
         self.last_ns: int | None = None
+        self.earliest: Match | None = None
 
     def add(self, m: Match) -> None:
+        e = self.earliest
+        if e is None or (m.time_ns is not None and (e.time_ns is None or m.time_ns < e.time_ns)):
+            self.earliest = m
+            if e is None:
+                return
+            m = e  # (the one it replaces is counted)
         assert m.who.rank is not None
         self._add(1, (m.who.rank,), m.offset, m.offset, m.line, m.line, m.time_ns, m.time_ns)
 
@@ -227,6 +236,9 @@ class Grouping:
 
     def _add(self, count: int, ranks: Sequence[int], first_offset: int, last_offset: int, first_line: int,
              last_line: int, first_ns: int | None, last_ns: int | None) -> None:
+        if self.count == 0:
+            self.first_offset, self.first_line = first_offset, first_line
+            self.last_offset, self.last_line = last_offset, last_line
         self.count += count
         for r in ranks:
             if not self.ranks or self.ranks[-1] != r:
@@ -243,7 +255,10 @@ class Grouping:
         if last_ns is not None:
             self.last_ns = last_ns if self.last_ns is None else max(self.last_ns, last_ns)
 
-    def group(self, rule_id: str, path: str, host: str | None, attempt: int | None) -> MatchGroup:
+    def group(self, rule_id: str, path: str, host: str | None, attempt: int | None) -> MatchGroup | None:
+        """The group of the lines counted (all but ``earliest``), or None when there is none."""
+        if self.count <= 0:
+            return None
         return MatchGroup(rule_id, path, host, attempt, self.count, compress_ranks(self.ranks), self.first_offset,
                           self.last_offset, self.first_line, self.last_line, self.first_ns, self.last_ns)
 
@@ -304,7 +319,7 @@ class Confirmer:
             if self.writers[m.rule_id] >= GROUP_PAST_WRITERS:  # a new writer past the first ones: counted
                 k3 = (m.rule_id, m.who.host, m.attempt)
                 if k3 not in self.grouped:
-                    self.grouped[k3] = Grouping(m.offset, m.line)
+                    self.grouped[k3] = Grouping()
                 self.grouped[k3].add(m)
                 return
             self.writers[m.rule_id] += 1
@@ -339,8 +354,8 @@ class Confirmer:
     def groups(self) -> tuple[list[MatchGroup], list[Diagnostic]]:
         """The matches counted per (rule, host, attempt) instead of kept, and a note per rule saying so."""
         path = self.ctx.src.path
-        groups = [g.group(rule_id, path, host, attempt)
-                  for (rule_id, host, attempt), g in sorted(self.grouped.items(), key=lambda kv: kv[1].first_offset)]
+        groups = [mg for (rule_id, host, attempt), g in sorted(self.grouped.items(), key=lambda kv: kv[1].first_offset)
+                  for mg in [g.group(rule_id, path, host, attempt)] if mg is not None]
         lines: dict[str, int] = defaultdict(int)
         for g in groups:
             lines[g.rule_id] += g.count
@@ -350,8 +365,10 @@ class Confirmer:
         return groups, notes
 
     def kept_matches(self) -> list[Match]:
-        """Every match kept, in no particular order (the first ones, then each ring of last ones)."""
+        """Every match kept, in no particular order (the first ones, each ring of last ones, and the
+        earliest line of each group)."""
         matches = list(self.matches)
+        matches += [g.earliest for g in self.grouped.values() if g.earliest is not None]
         for kept in self.tail_keep.values():
             for m in kept:
                 assert isinstance(m, Match)  # (a pending match is built, or dropped, when its block ends)

@@ -116,7 +116,8 @@ class MatchGroup:
     path: str
     host: str | None
     attempt: int | None
-    #: lines, and the ranks that wrote them (``0-3,5`` notation)
+    #: lines, and the ranks that wrote them (``0-3,5`` notation); the group's earliest line is not
+    #: counted here: the digest keeps it as a match
     count: int
     ranks: str
     first_offset: int
