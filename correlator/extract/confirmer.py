@@ -81,6 +81,8 @@ BULK_LANE = True
 #: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
 #: less one by one than the lane's searches)
 BULK_MIN_CANDIDATES = KEEP_FIRST
+#: what ``Confirmer.lane_rules`` holds for a set of pattern ids not classified yet
+_UNCLASSIFIED: tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] = (-1, ())
 #: whether an event rule's ``all`` patterns are first looked for by Hyperscan over its window
 #: (``scan.WindowFinder.may_match_all``; off, the patterns alone decide: the tests compare both)
 WINDOW_PREFILTER = True
@@ -436,19 +438,19 @@ class Confirmer:
         raws: list[bytes] = []
         lanes: list[tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]]] = []
         classes = self.lane_rules
+        find = data.find
+        off = budget.off  # (a rule switched off for the run: ``RuleBudget.disabled``)
+        begin = max(buf.begin, 1)
         for start in order:
-            if start < buf.begin or start == 0:
+            if start < begin:
                 continue
             pids = frozenset(lines[start])
-            lane = classes.get(pids, self)  # (self: not classified yet)
-            if lane is self:
+            lane = classes.get(pids, _UNCLASSIFIED)
+            if lane is _UNCLASSIFIED:
                 lane = classes[pids] = self._lane_rule(pids)
-            if lane is None:
+            if lane is None or off[lane[0]]:
                 continue
-            assert isinstance(lane, tuple)
-            if budget.disabled(lane[0]):
-                continue
-            end = data.find(b"\n", start)
+            end = find(b"\n", start)
             if end < 0:
                 end = len(data)
             if end - start > MAX_LINE_BYTES:
