@@ -559,8 +559,15 @@ class Confirmer:
             counted_to = start
             rule = rs.rules[ri]
             text = lean[start][1]
-            caps, _ = rs.confirm(ri, text, [], self.engine.budget)
-            assert caps is not None, (rule.id, text)  # (what the bulk search confirmed)
+            try:
+                caps, _ = rs.confirm(ri, text, [], self.engine.budget)
+            except PatternTimeout as e:  # (its captures took too long alone: said as the plain path says it)
+                self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
+                caps = None
+            if caps is None:  # (not what the bulk search found: the line is not counted after all)
+                self.confirmed -= 1
+                self.kept[(rule.id, _NO_KEY)] -= 1
+                continue
             pm = Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, line_no, None, _NO_KEY, b"",
                          rule.role is Role.PRIMARY, False, dict(last), host)
             self.tail_keep[(rule.id, _NO_KEY)].append(pm)
