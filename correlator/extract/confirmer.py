@@ -501,12 +501,21 @@ class Confirmer:
             return j > 0 and at[j - 1] >= start - CONTEXT_REQUIRES_BYTES
 
         groups: dict[int, tuple[list[int], list[str]]] = {}
+        #: context rules -> whether one of their literals lies anywhere within the block's lines' reach
+        # (most often none does: then no line needs asking)
+        within: dict[tuple[tuple[int, tuple[bytes, ...]], ...], bool] = {}
+        reach = max(0, starts[0] - CONTEXT_REQUIRES_BYTES)
         for k, (start, raw, (ri, context_rules)) in enumerate(zip(starts, raws, lanes, strict=True)):
             if k in broken:
                 continue
-            if context_rules and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
-                                     for ci, lits in context_rules):
-                continue
+            if context_rules:
+                w = within.get(context_rules)
+                if w is None:
+                    w = within[context_rules] = any(data.find(lit, reach, last) >= 0
+                                                    for _, lits in context_rules for lit in lits)
+                if w and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
+                             for ci, lits in context_rules):
+                    continue
             got = groups.get(ri)
             if got is None:
                 got = groups[ri] = ([], [])
