@@ -647,6 +647,10 @@ def line_bounded(pattern: str) -> str | None:
     return bounded
 
 
+#: a character that makes a pattern more than the text it spells (a pattern without one is a literal)
+_NOT_LITERAL = regex.compile(r"[\\.^$*+?{}\[\]|()\n]")
+
+
 @dataclass(frozen=True, slots=True)
 class Bulk:
     """A line-scope rule's patterns, line-bounded (``line_bounded``): many lines confirmed in one
@@ -654,6 +658,9 @@ class Bulk:
 
     any: tuple[regex.Pattern[str], ...]
     not_: tuple[regex.Pattern[str], ...]
+    #: ``not`` patterns that are plain text (no character means more than itself): found with
+    #: ``str.find``, faster than one alternation the regex engine tries at every position
+    not_literals: tuple[str, ...] = ()
 
     def confirms(self, texts: Sequence[str]) -> list[bool] | None:
         """Whether the rule confirms each of ``texts`` (lines without a newline), as ``RuleSet.confirm``
@@ -680,6 +687,11 @@ class Bulk:
             no = hit(self.not_) if yes else set()
         except TimeoutError:
             return None
+        for lit in self.not_literals if yes else ():
+            i = joined.find(lit)
+            while i >= 0:
+                no.add(bisect_right(starts, i) - 1)
+                i = joined.find(lit, i + 1)
         return [k in yes and k not in no for k in range(len(texts))]
 
 
@@ -715,10 +727,11 @@ class RuleSet:
         b: Bulk | None = None
         if r.match.scope is Scope.LINE and not r.match.all:
             anys = [line_bounded(p) for p in r.match.any]
-            nots = [line_bounded(p) for p in r.match.not_]
+            literals = tuple(p for p in r.match.not_ if p and not _NOT_LITERAL.search(p))
+            nots = [line_bounded(p) for p in r.match.not_ if p not in literals]
             if all(x is not None for x in (*anys, *nots)):
                 b = Bulk(tuple(regex.compile(x) for x in anys if x is not None),
-                         _one_search([x for x in nots if x is not None]))
+                         _one_search([x for x in nots if x is not None]) if nots else (), literals)
         self._bulk[index] = b
         return b
 

@@ -351,10 +351,12 @@ def test_messages_of_adjacent_lines_are_each_lines_own(data, at, n_before, n_aft
     from correlator.extract.lines import Buffer, parse_line
     buf = Buffer(data, 0, 0, 1)
     start = data.rfind(b"\n", 0, min(at, len(data))) + 1
-    before, after = buf.context(start, b"", n_before, n_after)
-    want_before = [parse_line(data[s:e])[1].rstrip("\r") for s, e in buf.lines_before(start, n_before)][::-1]
-    want_after = [parse_line(data[s:e])[1].rstrip("\r") for s, e in buf.lines_after(start, n_after)]
-    assert (before, after) == (want_before, want_after)
+    for pbytes in (b"", b"[rank5]:", b"3: "):  # (a writer's lines among others': not always adjacent)
+        before, after = buf.context(start, pbytes, n_before, n_after)
+        want_before = [parse_line(data[s:e])[1].rstrip("\r")
+                       for s, e in buf.writer_before(start, pbytes, n_before)][::-1]
+        want_after = [parse_line(data[s:e])[1].rstrip("\r") for s, e in buf.writer_after(start, pbytes, n_after)]
+        assert (before, after) == (want_before, want_after), pbytes
 
 
 @settings(max_examples=300, deadline=None)

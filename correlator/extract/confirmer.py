@@ -95,6 +95,8 @@ BULK_LANE = True
 #: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
 #: less one by one than the lane's searches)
 BULK_MIN_CANDIDATES = KEEP_FIRST
+#: what ``Confirmer.lane_rules`` holds for a set of pattern ids not classified yet
+_UNCLASSIFIED: tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] = (-1, ())
 #: whether an event rule's ``all`` patterns are first looked for by Hyperscan over its window
 #: (``scan.WindowFinder.may_match_all``; off, the patterns alone decide: the tests compare both)
 WINDOW_PREFILTER = True
@@ -540,19 +542,19 @@ class Confirmer:
         raws: list[bytes] = []
         lanes: list[tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]]] = []
         classes = self.lane_rules
+        find = data.find
+        off = budget.off  # (a rule switched off for the run: ``RuleBudget.disabled``)
+        begin = max(buf.begin, 1)
         for start in order:
-            if start < buf.begin or start == 0:
+            if start < begin:
                 continue
             pids = frozenset(lines[start])
-            lane = classes.get(pids, self)  # (self: not classified yet)
-            if lane is self:
+            lane = classes.get(pids, _UNCLASSIFIED)
+            if lane is _UNCLASSIFIED:
                 lane = classes[pids] = self._lane_rule(pids)
-            if lane is None:
+            if lane is None or off[lane[0]]:
                 continue
-            assert isinstance(lane, tuple)
-            if budget.disabled(lane[0]):
-                continue
-            end = data.find(b"\n", start)
+            end = find(b"\n", start)
             if end < 0:
                 end = len(data)
             if end - start > MAX_LINE_BYTES:
@@ -603,12 +605,21 @@ class Confirmer:
             return j > 0 and at[j - 1] >= start - CONTEXT_REQUIRES_BYTES
 
         groups: dict[int, tuple[list[int], list[str]]] = {}
+        #: context rules -> whether one of their literals lies anywhere within the block's lines' reach
+        # (most often none does: then no line needs asking)
+        within: dict[tuple[tuple[int, tuple[bytes, ...]], ...], bool] = {}
+        reach = max(0, starts[0] - CONTEXT_REQUIRES_BYTES)
         for k, (start, raw, (ri, context_rules)) in enumerate(zip(starts, raws, lanes, strict=True)):
             if k in broken:
                 continue
-            if context_rules and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
-                                     for ci, lits in context_rules):
-                continue
+            if context_rules:
+                w = within.get(context_rules)
+                if w is None:
+                    w = within[context_rules] = any(data.find(lit, reach, last) >= 0
+                                                    for _, lits in context_rules for lit in lits)
+                if w and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
+                             for ci, lits in context_rules):
+                    continue
             got = groups.get(ri)
             if got is None:
                 got = groups[ri] = ([], [])
@@ -661,8 +672,15 @@ class Confirmer:
             counted_to = start
             rule = rs.rules[ri]
             text = lean[start][1]
-            caps, _ = rs.confirm(ri, text, [], self.engine.budget)
-            assert caps is not None, (rule.id, text)  # (what the bulk search confirmed)
+            try:
+                caps, _ = rs.confirm(ri, text, [], self.engine.budget)
+            except PatternTimeout as e:  # (its captures took too long alone: said as the plain path says it)
+                self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
+                caps = None
+            if caps is None:  # (not what the bulk search found: the line is not counted after all)
+                self.confirmed -= 1
+                self.kept[(rule.id, _NO_KEY)] -= 1
+                continue
             pm = Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, line_no, None, _NO_KEY, b"",
                          rule.role is Role.PRIMARY, False, dict(last), host)
             self.tail_keep[(rule.id, _NO_KEY)].append(pm)

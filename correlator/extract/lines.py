@@ -219,10 +219,12 @@ class Buffer:
         that may start with a launcher prefix (``MAYBE_PREFIX_RE``, a superset) has its prefix split
         off: the others are their own message."""
         data = self.data
-        if len(spans) < 2 or any(spans[k + 1][0] != spans[k][1] + 1 for k in range(len(spans) - 1)):
+        if len(spans) < 2:
             return [parse_line(data[s:e])[1].rstrip("\r") for s, e in spans]
         lo, hi = spans[0][0], spans[-1][1]
-        if hi - lo > MAX_LINE_BYTES or data.find(b"\x1b", lo, hi) >= 0:
+        # (line spans in order are adjacent when no other newline lies between the first and the last)
+        if (hi - lo > MAX_LINE_BYTES or data.count(b"\n", lo, hi) != len(spans) - 1
+                or data.find(b"\x1b", lo, hi) >= 0):
             return [parse_line(data[s:e])[1].rstrip("\r") for s, e in spans]
         texts = data[lo:hi].decode("utf-8", "replace").split("\n")
         flagged = {m.start() + 1 for m in MAYBE_PREFIX_RE.finditer(data, lo - 1, hi)} if lo else None
