@@ -383,8 +383,9 @@ class Kept:
     source: str
     made: float
     page: str | None = None
-    #: what went wrong after the analysis (the dataset could not take the job), shown above the report
+    #: what happened to the job in the dataset, shown above the report, and whether it went wrong
     note: str = ""
+    note_failed: bool = False
 
 
 class Console:
@@ -446,6 +447,7 @@ class Console:
             kept = self.kept(key)
             if kept is not None:
                 kept.note = note or f"added to the dataset {self.config.dataset}"
+                kept.note_failed = bool(note)
         return key
 
     def _append(self, report: Report, job_id: str) -> None:
@@ -469,7 +471,7 @@ class Console:
         if kept.page is None:
             from correlator.report import render
 
-            kept.page = _with_console_bar(render(kept.report, "html"), key, kept.source, kept.note)
+            kept.page = _with_console_bar(render(kept.report, "html"), key, kept.source, kept.note, kept.note_failed)
         return kept.page
 
 
@@ -653,10 +655,10 @@ def _listing(console: Console) -> str:
     return f'<p class="sub">In the served folder:</p><ul class="entries" id="entries">{"".join(items)}</ul>'
 
 
-def _with_console_bar(page: str, key: str, source: str, note: str = "") -> str:
+def _with_console_bar(page: str, key: str, source: str, note: str = "", failed: bool = False) -> str:
     """The report page with a line above it: back to the console, what was read, the downloads
     (and ``note``, what happened to the job in the dataset)."""
-    colour = "#c62828" if note.startswith("not ") else "#2e7d32"
+    colour = "#c62828" if failed else "#2e7d32"
     said = f' &middot; <span id="console-note" style="color:{colour}">{_e(note)}</span>' if note else ""
     bar = ('<nav style="font:13px system-ui,sans-serif;border-bottom:1px solid #dde3ea;padding:6px 0;margin-bottom:6px">'
            '<a href="/">&larr; analyse other logs</a> &middot; '

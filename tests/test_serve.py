@@ -423,8 +423,12 @@ def test_a_dataset_that_cannot_take_the_job_keeps_the_report(tmp_path):
     try:
         page = s.followed(s.folder("healthy", add="1", job_id="j" * 300))  # too long to name a partition
         assert "no failure" in unescape(banner(page))
-        note = re.search(r'id="console-note"[^>]*>([^<]*)<', page).group(1)  # type: ignore[union-attr]
+        colour, note = re.search(r'id="console-note" style="color:([^"]*)">([^<]*)<', page).groups()  # type: ignore[union-attr]
         assert unescape(note).startswith("not added to the dataset: ")
+        assert colour == "#c62828"  # said as a failure (by what happened, not by the note's wording)
+        page = s.followed(s.folder("healthy", add="1", job_id="j1"))
+        colour, note = re.search(r'id="console-note" style="color:([^"]*)">([^<]*)<', page).groups()  # type: ignore[union-attr]
+        assert unescape(note).startswith("added to the dataset") and colour == "#2e7d32"
     finally:
         s.stop()
 
