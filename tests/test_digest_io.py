@@ -96,6 +96,25 @@ def test_any_digest_pickles_exactly(d):
     # (how the local pool ships a digest from a worker to the parent)
     assert pickle.loads(pickle.dumps(d, pickle.HIGHEST_PROTOCOL)) == d
     assert copy.deepcopy(d) == d
+    # a deep copy of a value type is the instance itself: right only while all it holds is immutable
+    _assert_immutable(d)
+
+
+def _assert_immutable(v, depth=0):
+    import enum
+
+    assert depth < 20
+    if v is None or isinstance(v, (bool, int, float, str, bytes, enum.Enum)):
+        return
+    if isinstance(v, (tuple, frozenset)):
+        for x in v:
+            _assert_immutable(x, depth + 1)
+        return
+    assert dataclasses.is_dataclass(v) and type(v).__dataclass_params__.frozen, type(v)  # type: ignore[union-attr]
+    if "__deepcopy__" in vars(type(v)):
+        assert copy.deepcopy(v) is v
+    for f in dataclasses.fields(v):
+        _assert_immutable(getattr(v, f.name), depth + 1)
 
 
 def test_every_digest_type_pickles_by_its_fields():

@@ -15,7 +15,8 @@ def pickled_by_fields(cls: type[_T]) -> type[_T]:
     again by ``cls(*values)``. Every digest crosses from a pool worker to the parent by pickle, and
     the ``__getstate__``/``__setstate__`` that ``slots=True`` generates loop in Python per object:
     a 4096-file job's digests cost the parent ~0.35 ms each to load that way, ~0.1 ms this way.
-    Apply it above ``@dataclass`` (which makes a new class for slots); every field is an init field."""
+    Apply it above ``@dataclass`` (which makes a new class for slots); every field is an init field,
+    and an immutable value (a deep copy is then the instance itself)."""
     names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
     assert len(names) > 1 and all(f.init for f in fields(cls))  # type: ignore[arg-type]
     values = attrgetter(*names)
@@ -23,7 +24,14 @@ def pickled_by_fields(cls: type[_T]) -> type[_T]:
     def __reduce__(self: _T) -> tuple[type[_T], tuple[object, ...]]:
         return type(self), values(self)
 
+    def __deepcopy__(self: _T, memo: dict[int, object]) -> _T:
+        return self
+
     cls.__reduce__ = __reduce__  # type: ignore[assignment,method-assign]
+    # frozen, and every field an immutable value (numbers, strings, enums, tuples of them, other
+    # such instances): a deep copy is the instance itself (``Extractor.snapshot`` copies an
+    # extraction's kept matches on every look of a follower: 1.2 M deepcopy calls for 64 sources)
+    cls.__deepcopy__ = __deepcopy__  # type: ignore[attr-defined]
     return cls
 
 
