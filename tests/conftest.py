@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from correlator.extract import engines as _engines
 from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.extract.scan import hyperscan_available
 from correlator.extract.timestamps import resolve_tz
@@ -30,3 +31,16 @@ def digest_of(engine: Engine, text: str | bytes, name: str = "test.log", chunk: 
     data = text.encode() if isinstance(text, str) else text
     opts = ExtractOptions(tz=resolve_tz("UTC"), **({"chunk_bytes": chunk} if chunk else {}))
     return extract(SourceInfo(path=name, kind="memory", size=len(data), **src), engine, opts, stream=io.BytesIO(data))
+
+
+def scanned_pieces(engine: Engine, data: bytes, cuts: list[int]):
+    """What the pool's workers return for ``data`` cut at the line starts after ``cuts``."""
+    bounds, pos = [], 0
+    for c in sorted(set(cuts)):
+        nl = data.find(b"\n", max(c, pos))
+        if nl < 0 or nl + 1 >= len(data):
+            break
+        bounds.append((pos, nl + 1))
+        pos = nl + 1
+    bounds.append((pos, len(data)))
+    return (_engines._scan_bytes(engine, data[a:b], a, b) for a, b in bounds if b > a)

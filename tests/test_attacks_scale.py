@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import digest_of
+from conftest import digest_of, scanned_pieces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobs import T0, combined_srun, py, rank_lines
@@ -210,15 +210,7 @@ def test_counted_groups_do_not_depend_on_how_the_stream_is_cut(engine, rnd, cuts
         mp.setattr(confirmer, "GROUP_PAST_WRITERS", 3)
         whole = extract(src, engine, ExtractOptions(tz=resolve_tz("UTC")), stream=io.BytesIO(data))
         opts = ExtractOptions(tz=resolve_tz("UTC"), **({"chunk_bytes": chunk} if chunk else {}))
-        bounds, pos = [], 0
-        for c in sorted(set(cuts)):
-            nl = data.find(b"\n", max(c, pos))
-            if nl < 0 or nl + 1 >= len(data):
-                break
-            bounds.append((pos, nl + 1))
-            pos = nl + 1
-        bounds.append((pos, len(data)))
-        replay = engines.ReplayScanner(engines._scan_bytes(engine, data[a:b], a, b) for a, b in bounds)
+        replay = engines.ReplayScanner(scanned_pieces(engine, data, cuts))
         replay.name = engine.scanner.name
         split = extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay)
     assert whole.groups and sum(g.count for g in whole.groups) > 0

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, scanned_pieces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobs import T0, combined_srun, glog, py, rank_lines
@@ -76,19 +76,6 @@ def _job_text(rnd: random.Random, n: int = 8, per_node: int = 4) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _pieces(engine: Engine, data: bytes, cuts: list[int]):
-    """What the pool's workers return for ``data`` cut at the line starts after ``cuts``."""
-    bounds, pos = [], 0
-    for c in sorted(set(cuts)):
-        nl = data.find(b"\n", max(c, pos))
-        if nl < 0 or nl + 1 >= len(data):
-            break
-        bounds.append((pos, nl + 1))
-        pos = nl + 1
-    bounds.append((pos, len(data)))
-    return (engines._scan_bytes(engine, data[a:b], a, b) for a, b in bounds if b > a)
-
-
 # --- split file == serial ------------------------------------------------------------------------
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -99,7 +86,7 @@ def test_split_file_merges_exactly_as_the_serial_scan(engine, rnd, cuts, chunk):
     opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
     src = SourceInfo(path="job.out", kind="memory", size=len(data))
     serial = extract(src, engine, opts, stream=io.BytesIO(data))
-    replay = engines.ReplayScanner(_pieces(engine, data, cuts))
+    replay = engines.ReplayScanner(scanned_pieces(engine, data, cuts))
     replay.name = engine.scanner.name
     split = extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay)
     assert split == serial
@@ -128,7 +115,7 @@ def test_split_file_with_line_marks_and_hygiene_merges_exactly(engine, rnd, cuts
     before = engines.LINE_MARK_BYTES
     engines.LINE_MARK_BYTES = grid
     try:
-        replay = engines.ReplayScanner(_pieces(engine, data, cuts))
+        replay = engines.ReplayScanner(scanned_pieces(engine, data, cuts))
         replay.name = engine.scanner.name
         split = extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay)
     finally:
@@ -146,7 +133,7 @@ def test_replayed_line_marks_count_as_count_nl(engine, rnd, cuts, grid):
     before = engines.LINE_MARK_BYTES
     engines.LINE_MARK_BYTES = grid
     try:
-        replay = engines.ReplayScanner(_pieces(engine, data, cuts))
+        replay = engines.ReplayScanner(scanned_pieces(engine, data, cuts))
         replay.scan(b"", len(data))
         for _ in range(50):
             a, b = sorted(rnd.randrange(len(data) + 1) for _ in range(2))
