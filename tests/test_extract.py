@@ -465,3 +465,28 @@ def test_nccl_init_lines_with_the_same_key_state_the_same_fact(engine, head, ori
     if nccl_line_key(one.encode()) != nccl_line_key(two.encode()):
         return
     assert digest_of(engine, one + "\n").identities == digest_of(engine, two + "\n").identities
+
+
+def test_an_extracted_source_is_freed_without_the_cyclic_collector(engine, tmp_path):
+    """Once ``extract`` returns, its extractor (with the source's buffer, of which the look-back and
+    the tail window are views, and its kept matches) is freed by reference counting alone: a pool
+    worker, which allocates few containers, would otherwise hold about a file's size per file
+    until a collection."""
+    import gc
+
+    from correlator.extract.extractor import Extractor
+    from correlator.extract.sources import identity_from_path
+
+    p = tmp_path / "rank-3.log"
+    p.write_bytes((_text() * 40).encode())
+    src = replace(identity_from_path(str(p)), size=p.stat().st_size)
+    opts = ExtractOptions(tz=resolve_tz("UTC"))
+    gc.collect()
+    gc.disable()
+    try:
+        digests = [extract(src, engine, opts) for _ in range(3)]
+        alive = [o for o in gc.get_objects() if isinstance(o, Extractor)]
+    finally:
+        gc.enable()
+    assert digests[0].matches and digests[0] == digests[2]
+    assert alive == []

@@ -221,9 +221,8 @@ class Extractor:
             reader.in_long = False
         twin.end_of_input()
         d = twin.finish()
-        # the copy is a cycle (the reader calls back into it), freed by the collector some time
-        # later: the bytes it holds go now
-        twin.confirmer.probe = twin.windows.head = twin.windows.tail = twin.reader.keep = twin.reader.carry = b""
+        twin.release()  # (the copy's bytes go now, not when the collector finds its cycle)
+        twin.confirmer.probe = b""
         return d
 
     def park(self) -> None:
@@ -250,6 +249,17 @@ class Extractor:
         w.tail = read(end - tail, end) if tail else b""
         r.keep = (w.tail[-keep:] if 0 < keep <= tail else read(end - keep, end)) if keep else b""
         r.carry = read(end, end + carry) if carry else b""
+
+    def release(self) -> None:
+        """Once the digest is made: the extractor and its reader refer to each other (the reader's
+        ``process`` is this extractor's), a cycle that kept the whole source's buffer (the look-back
+        and the tail window are views of it) and every kept match alive until the cyclic collector
+        ran -- a pool worker, which allocates few containers, grew by about one file's size per
+        file. The bytes kept are dropped and the cycle is broken; the extractor takes no more input."""
+        reader, windows = self.reader, self.windows
+        reader.keep = reader.carry = b""
+        windows.head = windows.tail = b""
+        reader.process = _released
 
     def finish(self) -> Digest:
         """End the extraction and return the source's digest."""
@@ -280,6 +290,10 @@ class Extractor:
                       tuple(self.statements.identities), tuple(diags), reader.total, reader.lines_total,
                       reader.skipped, self.hygiene.lines_capped, confirmer.reports, confirmer.candidates,
                       confirmer.confirmed, tuple(groups))
+
+
+def _released(data: bytes, begin: int, end: int, offset: int, line: int) -> int:
+    raise RuntimeError("this extractor was released: it takes no more input")
 
 
 def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
@@ -318,4 +332,6 @@ def extract(src: SourceInfo, engine: Engine, opts: ExtractOptions | None = None,
             x.end_of_input()
     except (EOFError, OSError, ValueError) as e:
         x.fail(e, kind)
-    return x.finish()
+    digest = x.finish()
+    x.release()
+    return digest
