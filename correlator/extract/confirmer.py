@@ -49,7 +49,6 @@ from correlator.model import (
     TimeKind,
     Who,
     compress_ranks,
-    expand_ranks,
 )
 from correlator.model.vocabulary import Capture
 from correlator.ruleset import RULE_EXCESS_BUDGET_S, RULE_MAX_TIMEOUTS, PatternTimeout, RuleSet
@@ -229,33 +228,22 @@ class Grouping:
                 return
             m = e  # (the one it replaces is counted)
         assert m.who.rank is not None
-        self._add(1, (m.who.rank,), m.offset, m.offset, m.line, m.line, m.time_ns, m.time_ns)
-
-    def merge(self, g: MatchGroup, offset: int = 0, line: int = 0) -> None:
-        """Count ``g`` too, its offsets and lines shifted by ``offset`` and ``line``."""
-        self._add(g.count, expand_ranks(g.ranks), g.first_offset + offset, g.last_offset + offset,
-                  g.first_line + line, g.last_line + line, g.first_ns, g.last_ns)
-
-    def _add(self, count: int, ranks: Sequence[int], first_offset: int, last_offset: int, first_line: int,
-             last_line: int, first_ns: int | None, last_ns: int | None) -> None:
         if self.count == 0:
-            self.first_offset, self.first_line = first_offset, first_line
-            self.last_offset, self.last_line = last_offset, last_line
-        self.count += count
-        for r in ranks:
-            if not self.ranks or self.ranks[-1] != r:
-                self.ranks.append(r)
-        if len(self.ranks) >= self.compact_at:
-            self.ranks = array("q", sorted(set(self.ranks)))
-            self.compact_at = max(self.compact_at, 2 * len(self.ranks))
-        if first_offset < self.first_offset:
-            self.first_offset, self.first_line = first_offset, first_line
-        if last_offset >= self.last_offset:
-            self.last_offset, self.last_line = last_offset, last_line
-        if first_ns is not None:
-            self.first_ns = first_ns if self.first_ns is None else min(self.first_ns, first_ns)
-        if last_ns is not None:
-            self.last_ns = last_ns if self.last_ns is None else max(self.last_ns, last_ns)
+            self.first_offset = self.last_offset = m.offset
+            self.first_line = self.last_line = m.line
+        self.count += 1
+        if not self.ranks or self.ranks[-1] != m.who.rank:
+            self.ranks.append(m.who.rank)
+            if len(self.ranks) >= self.compact_at:
+                self.ranks = array("q", sorted(set(self.ranks)))
+                self.compact_at = max(self.compact_at, 2 * len(self.ranks))
+        if m.offset < self.first_offset:  # (the replaced earliest lies before the lines counted so far)
+            self.first_offset, self.first_line = m.offset, m.line
+        if m.offset >= self.last_offset:
+            self.last_offset, self.last_line = m.offset, m.line
+        if m.time_ns is not None:
+            self.first_ns = m.time_ns if self.first_ns is None else min(self.first_ns, m.time_ns)
+            self.last_ns = m.time_ns if self.last_ns is None else max(self.last_ns, m.time_ns)
 
     def group(self, rule_id: str, path: str, host: str | None, attempt: int | None) -> MatchGroup | None:
         """The group of the lines counted (all but ``earliest``), or None when there is none."""
