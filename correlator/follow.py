@@ -135,6 +135,8 @@ class _Source:
     #: once per piece, before the extractor is parked), and that with what following says
     snap: Digest | None = None
     cached: Digest | None = None
+    #: whether ``cached`` says the job ended (``end_seen``), worked out once per digest
+    ended: bool | None = None
     #: no piece of it was blanked: the bytes the extractor keeps can be read back from the file
     #: (``Extractor.park``), so that a follower of hundreds of files holds none of their bytes
     parkable: bool = True
@@ -153,12 +155,17 @@ class _Source:
             self.x = Extractor(replace(self.src, size=None), engine, opts)
         return self.x
 
-    def fed(self, data: bytes) -> None:
-        """``data`` (the next bytes of the source) went to the extractor."""
+    def feed(self, x: Extractor, data: bytes, count: bool = True) -> None:
+        """Give ``data`` (the next bytes of the source) to the extractor ``x``; ``count``: they are
+        read (not a piece blanked whole: that is counted as skipped)."""
+        x.feed(data, count)
         self.offset += len(data)
         self.lines += data.count(b"\n")
         self.partial = not data.endswith(b"\n")
+        if count:
+            self.bytes_read += len(data)
         self.snap = self.cached = None
+        self.ended = None
 
     def settle(self) -> None:
         """After a look: the digest so far, and the extractor parked where its bytes can be read back."""
@@ -166,7 +173,7 @@ class _Source:
         if x is None:
             return
         self.snap = replace(x.snapshot(partial=self.partial), source=self.src)
-        self.cached = None
+        self.cached = self.ended = None
         if self.parkable and self.src.kind == "file" and not x.stopped:
             x.park()
 
@@ -207,13 +214,15 @@ class _Source:
         torchrun's closing summary (a failure table naming its root)."""
         if self.x is None and self.whole_digest is None:
             return False
-        d = self.digest()
-        return any(m.rule_id in end_rules for m in d.matches) or any(
-            f.source is FactSource.FAILURE_TABLE and f.is_root_entry for f in d.identities)
+        if self.ended is None:
+            d = self.digest()
+            self.ended = any(m.rule_id in end_rules for m in d.matches) or any(
+                f.source is FactSource.FAILURE_TABLE and f.is_root_entry for f in d.identities)
+        return self.ended
 
     def note(self, key: str, diag: Diagnostic) -> None:
         self.diags[key] = diag
-        self.cached = None
+        self.cached = self.ended = None
 
     def note_garbage(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Count ``ranges`` (new bytes, in file order) as pieces that were not read."""
@@ -227,7 +236,7 @@ class _Source:
                 last = (a, b)
                 first = first or last
             self.garbage = [runs, nbytes + b - a, first, last]
-        self.cached = None
+        self.cached = self.ended = None
 
 
 @dataclass
@@ -534,8 +543,7 @@ class Follower:
             # blanking its lines did not make it text: the piece is skipped (its line ends kept, so
             # that line numbers and offsets stay), the next ones are read
             st.note_garbage([(st.offset, end)] if blank else masks)
-        if masks:
-            st.parkable = False
+            st.parkable = False  # (the file's bytes are not what was fed)
         x = st.extractor(self.engine, self.xopts)
         try:
             x.resume(st.read_back)
@@ -546,10 +554,7 @@ class Follower:
         with stream:
             try:
                 for chunk in read_stream(stream, self.xopts.chunk_bytes):
-                    chunk = _blank(chunk) if blank else chunk
-                    x.feed(chunk)
-                    st.fed(chunk)
-                    st.bytes_read += len(chunk)
+                    st.feed(x, _blank(chunk) if blank else chunk, count=not blank)
                     if x.stopped:
                         st.binary = not head_text  # not a text log (batch mode skips it too)
                         break
@@ -595,9 +600,7 @@ class Follower:
         if cut == 0 or final:
             cut = len(data)
         piece, st.pending = data[:cut], data[cut:]
-        st.extractor(self.engine, self.xopts).feed(piece)
-        st.fed(piece)
-        st.bytes_read += len(piece)
+        st.feed(st.extractor(self.engine, self.xopts), piece)
         return True
 
     def report(self) -> Report:

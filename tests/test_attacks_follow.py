@@ -257,3 +257,29 @@ def test_a_file_that_is_binary_from_its_head_is_still_skipped_whole(tmp_path):
     assert st.binary
     binary = _codes(f.report(), DiagCode.BINARY)
     assert len(binary) == 1
+
+
+def test_a_piece_still_not_text_after_blanking_is_skipped_not_read(tmp_path):
+    """A piece of a followed log whose clearly binary lines are blanked but whose other lines still
+    hold control bytes (one in five bytes): it is skipped whole -- its line ends kept, so the failure
+    after it has its true line -- and counted as skipped, not as read."""
+    p = tmp_path / "rank-2.log"
+    lines = _rank2()
+    p.write_text(_text(lines[:-4]))
+    f = fl.Follower([str(tmp_path)], Options(tz="UTC"))
+    f.poll()
+    read_before = f.sources[str(p)].digest().bytes_read
+    piece = b"".join(b"\x01\x02\x03\x04garbage\n" if i % 2 else b"abc\x01\n" for i in range(2000))
+    with open(p, "ab") as fh:
+        fh.write(piece)
+    f.poll()
+    with open(p, "a") as fh:
+        fh.write(_text(lines[-4:]))
+    f.poll(final=True)
+    rep = f.report()
+    assert rep.root_cause is not None and rep.root_cause.rule == EIO
+    assert rep.root_cause.evidence[0].line == p.read_bytes().count(b"\n")
+    d = f.sources[str(p)].digest()
+    (binary,) = _codes(rep, DiagCode.BINARY)
+    assert binary.count == len(piece)  # the whole piece, not its blanked lines only
+    assert d.bytes_read == read_before + len(_text(lines[-4:]).encode())
