@@ -288,3 +288,32 @@ def test_narrowed_candidates_are_the_whole_patterns_candidates(rules, monkeypatc
         lines = [rnd.choice(heads + [""] * 4) + rnd.choice(examples + decoys * 20) for _ in range(60)]
         data = ("\n".join(lines) + "\n").encode()
         assert trimmed.scan(data, len(data)) == whole.scan(data, len(data))
+
+
+def test_a_dense_range_gives_the_candidates_of_the_line_by_line_path(rules, monkeypatch):
+    """Where a range has many reports, its lines come from numpy and the narrowed patterns from one
+    scan of the whole range or of their lines joined (``DENSE_REPORTS``, ``NARROW_WHOLE``): the same
+    candidates, with the same patterns, as line by line (random mixes of example lines, decoys and
+    noise, behind prefixes, any cut)."""
+    if not hyperscan_available():
+        return
+    import random
+
+    from correlator.extract import dialects, prefixes, scan
+
+    trimmed, _whole, _pats = _scanner_pair(rules, monkeypatch)
+    examples = sorted({ln for r in rules for ex in r.examples for ln in ex.log.splitlines() if ln.strip()})
+    heads = sorted({ex[: prefixes.split_prefix(ex)[0].length] for d in dialects.PREFIXES for ex in d.examples})
+    noise = ["    raise ValueError(f'corrupt sample {idx}')", "step 5 loss 1.2", "", "a\rb Error", "\x1b[31mx\x1b[0m",
+             "ret 5\nSegmentation fault", "\xff\xfe bad", "nfs: server x OK"]
+    rnd = random.Random(7)
+    for _ in range(40):
+        lines = [rnd.choice(heads + [""] * 4) + rnd.choice(examples + noise * 30) for _ in range(rnd.randint(1, 120))]
+        data = ("\n".join(lines) + rnd.choice(["\n", ""])).encode("utf-8", "surrogateescape")
+        begin = data.find(b"\n", 0, rnd.randint(0, len(data))) + 1
+        monkeypatch.setattr(scan, "DENSE_REPORTS", 1 << 30)
+        plain = trimmed.scan_range(data, begin, len(data))
+        monkeypatch.setattr(scan, "DENSE_REPORTS", 0)
+        for whole in (0, 1 << 30):  # the narrowed lines checked by a scan of the whole range, or joined
+            monkeypatch.setattr(scan, "NARROW_WHOLE", whole)
+            assert trimmed.scan_range(data, begin, len(data)) == plain, whole

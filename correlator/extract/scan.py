@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -262,6 +263,16 @@ def trim_tail(p: str) -> str:
 
 #: the literal a trimmed head must leave at the start of every way through the pattern
 HEAD_LITERAL_MIN = 3
+#: a range with at least this many Hyperscan reports of narrowed patterns has its lines found with
+#: numpy and those reports checked at once (``HyperscanScanner._dense_lines``): a report the narrowing
+#: drops costs no Python step; below, line by line (a 2 MiB block's newline index costs about what
+#: 1,000 reports cost one by one, and most blocks have few narrowed reports)
+DENSE_REPORTS = 512
+#: in such a range, as many narrowed reports as this have the whole range scanned by the database of
+#: whole expressions; fewer, only their lines (joined)
+NARROW_WHOLE = 256
+#: pattern ids are below this: (line start, id) pairs as one integer
+_KEY_SPAN = 1 << 20
 #: whether heads are trimmed (off, every pattern is compiled whole and nothing is narrowed: the
 #: tests compare the candidates of both)
 TRIM_HEADS = True
@@ -399,6 +410,52 @@ def _head_trimmed(p: str) -> tuple[str, bool]:
     return got
 
 
+#: ASCII white space but the newline: what ``\s`` becomes in an expression kept to one line
+_SPACE_NOT_NL = "\\t\\x0b\\x0c\\r "
+
+
+def one_line(expr: str) -> str | None:
+    """``expr`` (a Hyperscan expression) unable to match across a newline: every character class
+    that holds the newline without it (``\\s`` -> tab, VT, FF, CR, space; ``[^...]`` -> ``[^\\n...]``;
+    ``\\W``, ``\\D`` -> ``[^\\w\\n]``, ``[^\\d\\n]``). What the rules match is one line's message, so
+    nothing they match is lost; a match then lies in one line wherever the expression is run.
+    None when that cannot be said of it (a newline or vertical white space it asks for)."""
+    out: list[str] = []
+    i, n = 0, len(expr)
+    while i < n:
+        c = expr[i]
+        if c == "\\":
+            e = expr[i:i + 2]
+            if e == "\\s":
+                out.append(f"[{_SPACE_NOT_NL}]")
+            elif e in ("\\W", "\\D"):
+                out.append(f"[^{e.lower()}\\n]")
+            elif e[1:] in ("n", "v", "R", "X") or expr.startswith(("\\x0a", "\\x0A", "\\012", "\\x{"), i):
+                return None
+            else:
+                out.append(e)
+            i += 2
+            continue
+        if c == "[":
+            j = class_end(expr, i)
+            if j > n:
+                return None
+            body = expr[i + 1:j - 1]
+            if body.startswith("^"):
+                out.append("[^\\n" + body[1:] + "]")
+            else:
+                if any(x in body for x in ("\\n", "\\v", "\\W", "\\D", "\\S", "\\x0a", "\\x0A", "\\012", "\\x{")):
+                    return None  # (a positive class that holds the newline or may: left as it is)
+                out.append("[" + body.replace("\\s", _SPACE_NOT_NL) + "]")
+            i = j
+            continue
+        if expr.startswith(("(?s", "(?x"), i):
+            return None
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def hyperscan_available() -> bool:
     try:
         import hyperscan  # noqa: F401
@@ -515,8 +572,11 @@ class HyperscanScanner:
                 n_db, narrowed = n_cached
             else:
                 gone = set(rejected_ids)
-                heads = [(p, i) for p, i in zip(unique, ids) if i not in gone and head_widens(p.regex)]
-                n_exprs = [_hs_regex(p.regex, head=False) for p, _ in heads]
+                # (each kept to one line: a match of it then lies in one line, whether the lines are
+                # scanned joined or where they are; one that cannot be is not narrowed)
+                heads = [(p, i) for p, i in zip(unique, ids) if i not in gone and head_widens(p.regex)
+                         and one_line(_hs_regex(p.regex, head=False).decode()) is not None]
+                n_exprs = [str(one_line(_hs_regex(p.regex, head=False).decode())).encode() for p, _ in heads]
                 n_ids = [i for _, i in heads]
                 n_db, n_rejected = _compile(hyperscan, n_exprs, n_ids, flags)
                 if n_db is not None and probes is not None:  # (a pattern this one misses is not narrowed)
@@ -563,23 +623,45 @@ class HyperscanScanner:
     def scan_range(self, data: bytes, begin: int, end: int) -> dict[int, set[int]]:
         """Candidate lines of ``data[begin:end]`` (``begin`` a line start, ``end`` a line end or
         ``len(data)``), as offsets in ``data``; the range is scanned in place, not copied."""
-        ends: list[tuple[int, int]] = []
+        tos: list[int] = []
+        pids: list[int] = []
         if self._db is not None:
-            append = ends.append
+            add_to, add_pid = tos.append, pids.append
 
             def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-                append((to, pid))
+                add_to(to)
+                add_pid(pid)
 
             whole = begin == 0 and end == len(data)
             # the stub types ``data`` as str | bytes; the extension takes any buffer, a view too
             self._db.scan(data if whole else memoryview(data)[begin:end],  # type: ignore[type-var]
                           match_event_handler=on_match, scratch=self._scratch)
-            self.reports += len(ends)
+            self.reports += len(tos)
+        many = False
+        if self._narrow and len(pids) >= DENSE_REPORTS:
+            counts = Counter(pids)  # (counted in C)
+            many = sum(counts[p] for p in self._narrow.intersection(counts)) >= DENSE_REPORTS
+        if many:
+            lines = self._dense_lines(data, begin, end, tos, pids)
+        else:
+            lines = self._lines(data, begin, end, tos, pids)
+            if self._narrow and lines:
+                self._narrowed(data, end, lines)
+        if self._fallback is not None:
+            before = self._fallback.reports
+            for start, got in self._fallback.scan_range(data, begin, end).items():
+                lines.setdefault(start, set()).update(got)
+            self.reports += self._fallback.reports - before
+        return lines
+
+    def _lines(self, data: bytes, begin: int, end: int, tos: list[int], pids: list[int]) -> dict[int, set[int]]:
+        """The lines the reports (``tos``: match ends, relative to ``begin``; ``pids``) end in, one
+        by one: where they are few."""
         lines: dict[int, set[int]] = {}
         rfind, find = data.rfind, data.find
         same = self._same
         last_start, last_end, last_set = -1, -1, None
-        for to, pid in ends:
+        for to, pid in zip(tos, pids):
             to += begin
             if last_start <= to - 1 < last_end and last_set is not None:
                 last_set.add(pid)
@@ -597,15 +679,67 @@ class HyperscanScanner:
                 got.update(same[pid])
             nl = find(b"\n", at, end)
             last_start, last_end, last_set = start, (nl if nl >= 0 else end), got
-        if self._narrow and lines:
-            self._narrowed(data, end, lines)
-        if self._fallback is not None:
-            before = self._fallback.reports
-            for start, pids in self._fallback.scan_range(data, begin, end).items():
-                lines.setdefault(start, set()).update(pids)
-            self.reports += self._fallback.reports - before
         return lines
 
+    def _dense_lines(self, data: bytes, begin: int, end: int, tos: list[int], pids: list[int]
+                     ) -> dict[int, set[int]]:
+        """What ``_lines`` and ``_narrowed`` give, for a range with many reports: the line of each
+        report from the range's newlines (numpy), and the narrowed patterns checked by one scan of
+        the whole range with the database of their whole expressions, each kept to one line
+        (``one_line``: a match of it lies in one line, as on the lines joined). No Python step per
+        report that the narrowing drops (a traceback's ``raise ValueError(`` line)."""
+        import numpy as np
+
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin) == 10)
+        before = np.concatenate((np.array([-1], dtype=np.int64), newlines))
+
+        def starts_of(ends: list[int]) -> np.ndarray:
+            t = np.asarray(ends, dtype=np.int64)  # (match ends, relative to ``begin``)
+            return before[np.searchsorted(newlines, np.maximum(t - 1, 0), side="left")] + 1
+
+        starts = starts_of(tos)
+        pid_arr = np.asarray(pids, dtype=np.int64)
+        if self._narrow:
+            narrowed = np.isin(pid_arr, np.fromiter(self._narrow, dtype=np.int64))
+            count = int(np.count_nonzero(narrowed))
+            if count:
+                hit_tos: list[int] = []
+                hit_pids: list[int] = []
+                add_to, add_pid = hit_tos.append, hit_pids.append
+
+                def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                    add_to(to)
+                    add_pid(pid)
+
+                assert self._narrow_db is not None
+                if count >= NARROW_WHOLE:  # the whole range, once
+                    self._narrow_db.scan(memoryview(data)[begin:end],  # type: ignore[type-var]
+                                         match_event_handler=on_match, scratch=self._narrow_scratch)
+                    hit_starts = starts_of(hit_tos)
+                else:  # the few lines, joined
+                    check = np.unique(starts[narrowed])
+                    find = data.find
+                    parts = [data[s:e if (e := find(b"\n", s, end)) >= 0 else end] for s in (check + begin).tolist()]
+                    self._narrow_db.scan(b"\n".join(parts), match_event_handler=on_match, scratch=self._narrow_scratch)
+                    sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1
+                    joined_at = np.cumsum(sizes) - sizes
+                    hit_starts = check[np.searchsorted(joined_at, np.asarray(hit_tos, dtype=np.int64) - 1,
+                                                       side="right") - 1]
+                # (line start, id) as one key: a narrowed report stays where the whole expression of
+                # its pattern matched its line too
+                hits = hit_starts * _KEY_SPAN + np.asarray(hit_pids, dtype=np.int64)
+                keep = ~narrowed | np.isin(starts * _KEY_SPAN + pid_arr, hits)
+                starts, pid_arr = starts[keep], pid_arr[keep]
+        lines: dict[int, set[int]] = {}
+        same = self._same
+        for start, pid in zip((starts + begin).tolist(), pid_arr.tolist()):
+            got = lines.get(start)
+            if got is None:
+                got = lines[start] = set()
+            got.add(pid)
+            if pid in same:
+                got.update(same[pid])
+        return lines
 
     def _narrowed(self, data: bytes, end: int, lines: dict[int, set[int]]) -> None:
         """Take from ``lines`` each pattern whose head was trimmed where its whole expression does
