@@ -28,15 +28,16 @@ from correlator.extract.lines import (
     Buffer,
     Context,
     line_who,
+    maybe_prefixed,
     parse_line,
     prefix_bytes,
     with_stamp,
 )
 from correlator.extract.prefixes import NO_PREFIX, Prefix, clean, nccl_origin, split_prefix
-from correlator.extract.reader import Hygiene, count_lines, count_nl
+from correlator.extract.reader import Hygiene, LineNumbers, count_nl
 from correlator.extract.scan import window_finder
 from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
-from correlator.extract.timestamps import Parsed, may_hold_stamp
+from correlator.extract.timestamps import Parsed, lines_may_hold_stamp, may_hold_stamp
 from correlator.model import (
     GROUP_PAST_WRITERS,
     DiagCode,
@@ -94,6 +95,13 @@ BULK_LANE = True
 #: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
 #: less one by one than the lane's searches)
 BULK_MIN_CANDIDATES = KEEP_FIRST
+#: whether the NCCL init lines of a block are judged said-before at once (``Confirmer.unsaid``);
+#: off, one by one in ``process``, which stays the definition (the property tests compare both)
+NCCL_SAID_AT_ONCE = True
+#: whether a block's plain candidate lines whose one rule is line-scope are confirmed at once and,
+#: past the first KEEP_FIRST of their rule, only counted (``Confirmer.count_lane``); off, one by one
+#: in ``process``, which stays the definition (the property tests compare both)
+COUNT_LANE = True
 #: what ``Confirmer.lane_rules`` holds for a set of pattern ids not classified yet
 _UNCLASSIFIED: tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] = (-1, ())
 #: whether an event rule's ``all`` patterns are first looked for by Hyperscan over its window
@@ -201,6 +209,12 @@ class Pending:
         return self.rule.id
 
 
+#: a line the count lane counted past the first KEEP_FIRST of its rule, as it waits in its rule's ring
+#: of last ones: (start, rule index, message, stamp, ``Pending.last``, ``Pending.host``); made a
+#: ``Pending`` (``Confirmer._counted_pending``) if it is still kept when its block ends
+Counted = tuple[int, int, str, Parsed | None, dict[tuple, int], str | None]
+
+
 class Grouping:
     """A ``MatchGroup`` being counted: a line costs its rank (8 bytes, and the list of ranks is made
     a sorted set again whenever it doubles), not a ``Match``. The group's earliest line (by its time,
@@ -271,7 +285,7 @@ class Confirmer:
         self.kept: dict[tuple[str, tuple], int] = defaultdict(int)
         #: the last KEEP_LAST matches of each (rule, writer): built ones, and ones of the current block
         #: not built yet (``Pending``, built when the block ends)
-        self.tail_keep: dict[tuple[str, tuple], list[Match | Pending]] = defaultdict(list)
+        self.tail_keep: dict[tuple[str, tuple], list[Match | Pending | Counted]] = defaultdict(list)
         self.dropped: dict[str, int] = defaultdict(int)
         #: rule id -> writers with a rank whose matches of it are kept; past GROUP_PAST_WRITERS a new
         #: writer's matches are counted in ``grouped`` by (rule, host, attempt), not kept
@@ -299,6 +313,8 @@ class Confirmer:
         #: a candidate's pattern ids -> (the one rule that can take it in the bulk lane, the context rules
         #: whose required literals must be absent), or None (``bulk_lane``)
         self.lane_rules: dict[frozenset[int], tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] | None] = {}
+        #: a candidate's pattern ids -> the one rule the count lane may confirm it for, or -1 (``count_lane``)
+        self.count_rules: dict[frozenset[int], int] = {}
 
     # --- what is kept ---------------------------------------------------------------------------
 
@@ -675,30 +691,156 @@ class Confirmer:
             pending.append(pm)
         return line_no, counted_to
 
+    def unsaid(self, buf: Buffer, lines: dict[int, set[int]], order: list[int]) -> list[int]:
+        """``order`` (the candidates' starts, in line order) without the NCCL init lines that state
+        what an earlier one stated (``Statements.nccl_line_said``), judged at once: in an
+        ``NCCL_DEBUG=INFO`` log they are most of the candidates, and each costs a set lookup here,
+        not a trip through ``process``. Only lines whose one pattern is the NCCL fact's are judged,
+        and not over-long ones (``process`` counts those as cut, and parses them)."""
+        nccl_only = {self.engine.nccl_fact}
+        begin = buf.begin
+        facts = [s for s in order if lines[s] == nccl_only and s >= begin]
+        if not facts:
+            return order
+        raws = buf.raw_lines(facts)
+        if max(map(len, raws)) > MAX_LINE_BYTES:
+            short = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES]
+            facts, raws = [facts[k] for k in short], [raws[k] for k in short]
+        said = {s for s, yes in zip(facts, self.statements.nccl_lines_said(raws), strict=True) if yes}
+        return [s for s in order if s not in said] if said else order
+
+    def _count_rule(self, pids: frozenset[int]) -> int:
+        """The rule a candidate with these pattern ids is for, when the count lane may take it: one
+        rule, no fact pattern, line scope, its patterns line-bounded (``RuleSet.bulk``), none capturing
+        a host; else -1."""
+        targets = {self.engine.pattern_rule[p] for p in pids}
+        if len(targets) != 1:
+            return -1
+        (ri,) = targets
+        rs = self.engine.ruleset
+        if ri < 0 or rs.bulk(ri) is None or any(f"<{Capture.HOST}>" in p for p in rs.rules[ri].match.any):
+            return -1
+        return ri
+
+    def count_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int]
+                   ) -> dict[int, tuple[int, str, bool, bool] | None]:
+        """The candidate lines whose confirmation needs nothing but their one rule's patterns,
+        confirmed at once (``ruleset.Bulk``: one search of the lines joined): line start -> (rule
+        index, its message, whether it may hold a stamp, whether it may name a host), or None when
+        the rule does not confirm it (then ``process`` has nothing to do with it). Such a line has no
+        launcher prefix, is printable ASCII (its message is its bytes: no ``\r`` frames, no ANSI
+        codes), holds no embedded prefix (every one holds ``]:`` or ``]<std``), is not over-long, and
+        its one rule is line-scope without a host capture (``_count_rule``). Unlike the bulk lane's,
+        its lines may hold a stamp or name a host (an NCCL INFO line's origin): ``process`` reads the
+        stamp of each line it counts, and counts a line that may name a host only once its writer's
+        host is known. ``order``: the candidates' starts, in line order."""
+        rs = self.engine.ruleset
+        off = self.engine.budget.off
+        classes = self.count_rules
+        begin = buf.begin
+        starts: list[int] = []
+        rules: list[int] = []
+        for start in order:
+            if start < begin:
+                continue
+            pids = frozenset(lines[start])
+            ri = classes.get(pids)
+            if ri is None:
+                ri = classes[pids] = self._count_rule(pids)
+            if ri < 0 or off[ri]:
+                continue
+            starts.append(start)
+            rules.append(ri)
+        if not starts:
+            return {}
+        raws = buf.raw_lines(starts)
+        plain = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES and not raw.translate(None, _PLAIN_BYTES)
+                 and b"]:" not in raw and b"]<std" not in raw]
+        raws = [raws[k] for k in plain]
+        prefixed = maybe_prefixed(raws)
+        texts = b"\n".join(raws).decode("ascii").split("\n") if raws else []
+        groups: dict[int, tuple[list[int], list[str]]] = {}
+        for k, text, no in zip(plain, texts, prefixed, strict=True):
+            if no:
+                continue
+            ri = rules[k]
+            got = groups.get(ri)
+            if got is None:
+                got = groups[ri] = ([], [])
+            got[0].append(starts[k])
+            got[1].append(text)
+        out: dict[int, tuple[int, str, bool, bool] | None] = {}
+        for ri, (group, texts) in groups.items():
+            bulk = rs.bulk(ri)
+            assert bulk is not None
+            oks = bulk.confirms(texts)
+            if oks is None:
+                continue  # a pattern ran past the time limit: one by one, with the rule's budget
+            stamped = lines_may_hold_stamp(texts)
+            for start, text, ok, stamp in zip(group, texts, oks, stamped, strict=True):
+                out[start] = (ri, text, stamp, " kernel: " in text or " NCCL " in text) if ok else None
+        return out
+
+    def _counted_pending(self, entry: Counted, numbers: LineNumbers) -> Pending | None:
+        """The ``Pending`` a line the count lane counted stands for (``process`` would have made it at
+        the line), its captures found now; None when their search ran past the time limit (the line
+        is then not counted after all, as ``_count_run`` says it)."""
+        start, ri, text, p, last, host = entry
+        rule = self.engine.ruleset.rules[ri]
+        try:
+            caps, _ = self.engine.ruleset.confirm(ri, text, [], self.engine.budget)
+        except PatternTimeout as e:
+            self.timeouts.setdefault(e.rule_id, [0, numbers.at(start)])[0] += 1
+            caps = None
+        if caps is None:
+            self.confirmed -= 1
+            self.kept[(rule.id, _NO_KEY)] -= 1
+            return None
+        return Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, -1, p, _NO_KEY, b"",
+                       rule.role is Role.PRIMARY, False, last, host)
+
     def process(self, buf: Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
-        """Confirm, time and record the candidate lines; returns (line number, offset) of the last one
-        (the buffer's start when there was none), so the caller counts only the lines after it.
+        """Confirm, time and record the candidate lines; returns (line number, offset) of the last line
+        whose number was needed (the buffer's start when there was none), so the caller counts only
+        the lines after it.
 
         A candidate is confirmed before anything is built around it (an event rule's context only when
         its line matched and it has patterns to try over the context). A confirmed match past the first
-        KEEP_FIRST of its rule and writer is only counted (``Pending``) until the block ends; then the
-        ones still among the last KEEP_LAST get their time, rank and context."""
+        KEEP_FIRST of its rule and writer is only counted (``Pending``, or in the count lane a tuple of
+        what its line said) until the block ends; then the ones still among the last KEEP_LAST get
+        their line number, time, rank and context. Line numbers are counted only where a match is
+        built (``reader.LineNumbers``)."""
         engine = self.engine
         rs = engine.ruleset
         budget = engine.budget
         src = self.ctx.src
         stamps = self.ctx.stamps
         data = buf.data
-        line_no = buf.base_line
-        counted_to = buf.begin
+        numbers = LineNumbers(self.ctx.scanner, data, buf.begin, buf.base_line, buf.base_offset)
         pending: list[Pending] = []
         nccl_only = {engine.nccl_fact}
         finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
         may_match_all = finder.may_match_all if finder is not None else None
         order = sorted(lines)
-        lean = self.bulk_lane(buf, lines, order) if BULK_LANE and len(lines) > BULK_MIN_CANDIDATES else {}
+        if NCCL_SAID_AT_ONCE:
+            order = self.unsaid(buf, lines, order)
+        counted = self.count_lane(buf, lines, order) if COUNT_LANE and len(order) > BULK_MIN_CANDIDATES else {}
+        if counted:
+            # the bulk lane counts runs of plain lines of a rule faster: the count lane keeps the lines it
+            # cannot take (a possible stamp or host), and the ones that need nothing (not confirmed)
+            for start, said in list(counted.items()):
+                if said is not None and not said[2] and not said[3]:
+                    del counted[start]
+        lean = self.bulk_lane(buf, lines, [s for s in order if s not in counted] if counted else order
+                              ) if BULK_LANE and len(lines) > BULK_MIN_CANDIDATES else {}
         run: dict[int, list[int]] = {}  # the bulk lane's lines since the last other one, counted later
         past_first: set[int] = set()  # rules whose first KEEP_FIRST lines without a prefix are kept
+        counted_rings: set[tuple[str, tuple]] = set()  # the rings the count lane put lines in
+        kept, tail_keep, last_stamp, hosts = self.kept, self.tail_keep, self.last_stamp, self.hosts
+        off = budget.off
+        #: the writers' last stamps a Pending of a line without a prefix keeps (``Pending.last``), shared
+        #: by the count lane's lines until a stamp changes
+        last_plain: dict[tuple, int] | None = None
         for start in order:
             if start < buf.begin:
                 continue
@@ -714,14 +856,47 @@ class Confirmer:
                         got.append(start)
                         continue
                 if run:
-                    line_no, counted_to = self._count_run(buf, run, lean, pending, line_no, counted_to)
-            line_no += count_lines(self.ctx.scanner, data, counted_to, start, buf.base_offset)
-            counted_to = start
+                    numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
+            if counted and start in counted:
+                said = counted[start]
+                if said is None:
+                    continue  # its one rule does not confirm it: nothing to do
+                ri, text, may_stamp, may_host = said
+                if off[ri]:
+                    continue  # its rule's budget for this run is spent: the rule is not tried
+                rule = rs.rules[ri]
+                k = (rule.id, _NO_KEY)
+                n = kept.get(k, 0)
+                if n >= KEEP_FIRST and (not may_host or _NO_KEY in hosts):
+                    # past its first KEEP_FIRST: counted, with what a Pending of it would hold
+                    p = stamps.of(text) if may_stamp else None
+                    if p is not None:
+                        last_stamp[_NO_KEY] = p.time_ns
+                        last_plain = None
+                        last: dict[tuple, int] = {}
+                    else:
+                        if last_plain is None:
+                            last_plain = {w: last_stamp[w] for w in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
+                                          if w in last_stamp}
+                        last = last_plain
+                    self.confirmed += 1
+                    kept[k] = n + 1
+                    ring = tail_keep[k]
+                    ring.append((start, ri, text, p, last, hosts.get(_NO_KEY)))
+                    if len(ring) > KEEP_LAST:
+                        gone = ring.pop(0)
+                        if isinstance(gone, Pending):
+                            gone.alive = False
+                        self.dropped[rule.id] += 1
+                    counted_rings.add(k)
+                    continue
+            last_plain = None  # (the line-by-line path may change a writer's last stamp)
             _, end = buf.line_at(start)
             raw = data[start:end]
             if len(raw) > MAX_LINE_BYTES:
-                self.hygiene.line_capped(line_no)
-            elif lines[start] == nccl_only and self.statements.nccl_line_said(raw):
+                self.hygiene.line_capped(numbers.at(start))
+            elif (not NCCL_SAID_AT_ONCE and lines[start] == nccl_only
+                  and self.statements.nccl_line_said(raw)):
                 continue  # (the same fact as an earlier init line's: nothing to build)
             prefix, msg = parse_line(raw)
             pbytes = prefix_bytes(raw, prefix)
@@ -774,12 +949,12 @@ class Confirmer:
                     try:
                         caps, spent = rs.confirm(ri, frame, ctx, budget, may_match_all)
                     except PatternTimeout as e:
-                        self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
+                        self.timeouts.setdefault(e.rule_id, [0, numbers.at(start)])[0] += 1
                         if e.spent:
-                            self.spent[ri] = line_no
+                            self.spent[ri] = numbers.at(start)
                         break
                     if spent:
-                        self.spent[ri] = line_no
+                        self.spent[ri] = numbers.at(start)
                     if caps is not None:
                         found.append((rule, caps, frame))
                         if frame[:1] in _TOKEN_CHARS:
@@ -815,7 +990,7 @@ class Confirmer:
                     last = {k: self.last_stamp[k] for k in (key, _ONE_WRITER_KEY, (*key, "task-clock"))
                             if k in self.last_stamp} if p is None else {}
                     pm = Pending(rule, caps, frame, cut_runs.get(rule.id, frame), prefix, line_prefix, start,
-                                 line_no, p, key, pbytes, primary, one_process, last, self.hosts.get(key))
+                                 -1, p, key, pbytes, primary, one_process, last, self.hosts.get(key))
                     self.add_pending(pm)
                     pending.append(pm)
                     continue
@@ -826,21 +1001,34 @@ class Confirmer:
                 t, lo, hi, kind = timed
                 who = self.match_who(buf, start, prefix, pbytes, key, rule, caps, frame)
                 self.add_match(Match(
-                    rule_id=rule.id, path=src.path, line=line_no, offset=buf.base_offset + start,
+                    rule_id=rule.id, path=src.path, line=numbers.at(start), offset=buf.base_offset + start,
                     text=clean(cut_runs.get(rule.id, frame)), who=who, time_ns=t, lo_ns=lo, hi_ns=hi,
                     time_kind=kind, captures=_captures(caps), context=context, attempt=src.attempt,
                     tz_assumed=bool(p and p.tz_assumed),
                 ), key)
         if run:
-            line_no, counted_to = self._count_run(buf, run, lean, pending, line_no, counted_to)
-            if order[-1] > counted_to:  # (the last candidate's line, as without the lane)
-                line_no += count_nl(data, counted_to, order[-1])
-                counted_to = order[-1]
-        for pm in pending:  # (in line order) the pending matches still kept: built while their bytes are here
-            if pm.alive:
-                ring = self.tail_keep[(pm.rule.id, pm.key)]
-                ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
-        return line_no, counted_to
+            numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
+        builds = [pm for pm in pending if pm.alive]
+        for k in counted_rings:  # the count lane's lines still kept become pending matches
+            ring = tail_keep[k]
+            now: list[Match | Pending | Counted] = []
+            for x in ring:
+                if isinstance(x, tuple):
+                    made_pm = self._counted_pending(x, numbers)
+                    if made_pm is None:
+                        continue
+                    builds.append(made_pm)
+                    x = made_pm
+                now.append(x)
+            ring[:] = now
+        if len(builds) > 1:
+            builds.sort(key=lambda pm: pm.start)
+        for pm in builds:  # (in line order) the pending matches still kept: built while their bytes are here
+            if pm.line_no < 0:
+                pm.line_no = numbers.at(pm.start)
+            ring = tail_keep[(pm.rule.id, pm.key)]
+            ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
+        return numbers.last
 
     # --- what it says at the end ----------------------------------------------------------------
 

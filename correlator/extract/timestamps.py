@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import zoneinfo
+from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
@@ -43,6 +44,12 @@ class Parsed:
 _ANY = re.compile(dialects.stamp_regex())
 #: what every match of ``_ANY`` holds (most lines of a traceback have no such thing)
 _NEEDS = re.compile(dialects.stamp_needs())
+#: the same over lines joined by newlines (``^``: a line's start; no part of it matches a newline)
+_NEEDS_LINES = re.compile(dialects.stamp_needs(), re.MULTILINE)
+#: what every stamp holds wherever a line's message starts (a needs' leading ``^`` dropped), in bytes:
+#: an ASCII line without it holds no stamp, whatever its launcher prefix (``Stamps.of_line``)
+_NEEDS_ANYWHERE = re.compile("|".join(dict.fromkeys(f"(?:{d.needs.removeprefix('^')})"
+                                                    for d in dialects.STAMPS)).encode())
 _BY_BRANCH = {d.branch: d for d in dialects.STAMPS}
 
 #: how far into a message a stamp is looked for
@@ -148,6 +155,33 @@ def may_hold_stamp(text: str) -> bool:
     """Whether ``StampParser.parse`` may find a stamp in ``text``: False means it returns None
     without looking further (and without touching its state)."""
     return _NEEDS.search(text, 0, SEARCH_CHARS) is not None
+
+
+def lines_may_hold_stamp(texts: list[str]) -> list[bool]:
+    """``[may_hold_stamp(t) for t in texts]`` (texts without a newline) in one search of the texts
+    joined: what every stamp holds is of fixed length or at a line's start, so a line's first match
+    is the one that ends first, and it must end within SEARCH_CHARS of the line's start."""
+    out = [False] * len(texts)
+    if not texts:
+        return out
+    at = [0] * len(texts)  # each text's start in the joined text
+    pos = 0
+    for k, t in enumerate(texts):
+        at[k] = pos
+        pos += len(t) + 1
+    k = -1
+    for m in _NEEDS_LINES.finditer("\n".join(texts)):
+        if k >= 0 and m.start() < at[k] + len(texts[k]):
+            continue  # (a later match in a line already judged)
+        k = bisect_right(at, m.start()) - 1
+        out[k] = m.end() - at[k] <= SEARCH_CHARS
+    return out
+
+
+def may_hold_stamp_bytes(raw: bytes) -> bool:
+    """Whether a line's stamp may be anywhere in ``raw`` (its launcher prefix's, its message's): False
+    only for an ASCII line without ANSI codes in which nothing every stamp holds is found."""
+    return not raw.isascii() or b"\x1b" in raw or _NEEDS_ANYWHERE.search(raw) is not None
 
 
 class StampParser:
