@@ -825,8 +825,14 @@ def test_stamps_and_prefixes_looked_for_in_lines_joined_are_found_line_by_line(t
     from correlator.extract.lines import MAYBE_PREFIX_RE, Stamps, maybe_prefixed, parse_line, with_stamp
     from correlator.extract.timestamps import lines_may_hold_stamp, may_hold_stamp, may_hold_stamp_bytes
 
+    from correlator.extract import timestamps
+
     texts = [t.replace("\n", " ") for t in texts]
     assert lines_may_hold_stamp(texts) == [may_hold_stamp(t) for t in texts]
+    # (the fast searches are in use, and say what the dialects' own needs say)
+    assert timestamps.FAST_NEEDS, "dialects.stamp_needs() changed: write timestamps' fast needs for it"
+    assert [may_hold_stamp(t) for t in texts] == [timestamps._NEEDS.search(t, 0, timestamps.SEARCH_CHARS) is not None
+                                                  for t in texts]
     raws = [t.encode() for t in texts]
     assert maybe_prefixed(raws) == [MAYBE_PREFIX_RE.match(b"\n" + raw) is not None for raw in raws]
     stamps = Stamps(UTC, None)

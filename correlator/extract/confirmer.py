@@ -210,9 +210,10 @@ class Pending:
 
 
 #: a line the count lane counted past the first KEEP_FIRST of its rule, as it waits in its rule's ring
-#: of last ones: (start, rule index, message, stamp, ``Pending.last``, ``Pending.host``); made a
-#: ``Pending`` (``Confirmer._counted_pending``) if it is still kept when its block ends
-Counted = tuple[int, int, str, Parsed | None, dict[tuple, int], str | None]
+#: of last ones: (start, rule index, message, stamp, ``Pending.last``, ``Pending.host``, line number:
+#: -1 until its block ends still keeping it); made a ``Pending`` (``Confirmer._counted_pending``) and
+#: built if it is still kept when its region ends
+Counted = tuple[int, int, str, Parsed | None, dict[tuple, int], str | None, int]
 
 
 class Grouping:
@@ -315,6 +316,10 @@ class Confirmer:
         self.lane_rules: dict[frozenset[int], tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] | None] = {}
         #: a candidate's pattern ids -> the one rule the count lane may confirm it for, or -1 (``count_lane``)
         self.count_rules: dict[frozenset[int], int] = {}
+        #: the pending matches still kept when their block ended, and the rings holding lines the count
+        #: lane counted: built when the region ends (``build_kept``)
+        self.unbuilt: list[Pending] = []
+        self.counted_rings: set[tuple[str, tuple]] = set()
 
     # --- what is kept ---------------------------------------------------------------------------
 
@@ -422,7 +427,7 @@ class Confirmer:
         lo_dist = 0
         if i < 0:
             for n, (s, e) in enumerate(buf.writer_before(start, pbytes, LOOK_LINES), 1):
-                p = stamps.of_line(data[s:e])
+                p = stamps.of_line(data[s:e], False)  # (not observed: see Stamps.of)
                 if p is not None:
                     lo, lo_at, lo_dist = p.time_ns, base + s, n
                     break
@@ -446,7 +451,7 @@ class Confirmer:
                 if ceiling is not None and s + len(pbytes) > ceiling:
                     break
                 after.append(base + s)
-                p = stamps.of_line(data[s:e])
+                p = stamps.of_line(data[s:e], False)
                 if p is not None:
                     hi = p.time_ns + p.resolution_ns
                     break
@@ -781,23 +786,50 @@ class Confirmer:
                 out[start] = (ri, text, stamp, " kernel: " in text or " NCCL " in text) if ok else None
         return out
 
-    def _counted_pending(self, entry: Counted, numbers: LineNumbers) -> Pending | None:
+    def _counted_pending(self, entry: Counted) -> Pending | None:
         """The ``Pending`` a line the count lane counted stands for (``process`` would have made it at
         the line), its captures found now; None when their search ran past the time limit (the line
         is then not counted after all, as ``_count_run`` says it)."""
-        start, ri, text, p, last, host = entry
+        start, ri, text, p, last, host, line_no = entry
         rule = self.engine.ruleset.rules[ri]
         try:
             caps, _ = self.engine.ruleset.confirm(ri, text, [], self.engine.budget)
         except PatternTimeout as e:
-            self.timeouts.setdefault(e.rule_id, [0, numbers.at(start)])[0] += 1
+            self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
             caps = None
         if caps is None:
             self.confirmed -= 1
             self.kept[(rule.id, _NO_KEY)] -= 1
             return None
-        return Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, -1, p, _NO_KEY, b"",
+        return Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, line_no, p, _NO_KEY, b"",
                        rule.role is Role.PRIMARY, False, last, host)
+
+    def build_kept(self, buf: Buffer) -> None:
+        """Build the pending matches still kept (in line order) when a region ends: a match past the
+        first KEEP_FIRST of its rule and writer gets its time, rank and context once per region, not
+        once per block it was among the last KEEP_LAST of. ``buf``: the region's buffer (its bytes
+        are the blocks')."""
+        builds = [pm for pm in self.unbuilt if pm.alive]
+        tail_keep = self.tail_keep
+        for k in self.counted_rings:  # the count lane's lines still kept become pending matches
+            ring = tail_keep[k]
+            now: list[Match | Pending | Counted] = []
+            for x in ring:
+                if isinstance(x, tuple):
+                    made = self._counted_pending(x)
+                    if made is None:
+                        continue
+                    builds.append(made)
+                    x = made
+                now.append(x)
+            ring[:] = now
+        self.unbuilt.clear()
+        self.counted_rings.clear()
+        if len(builds) > 1:
+            builds.sort(key=lambda pm: pm.start)
+        for pm in builds:
+            ring = tail_keep[(pm.rule.id, pm.key)]
+            ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
 
     def process(self, buf: Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
         """Confirm, time and record the candidate lines; returns (line number, offset) of the last line
@@ -882,7 +914,7 @@ class Confirmer:
                     self.confirmed += 1
                     kept[k] = n + 1
                     ring = tail_keep[k]
-                    ring.append((start, ri, text, p, last, hosts.get(_NO_KEY)))
+                    ring.append((start, ri, text, p, last, hosts.get(_NO_KEY), -1))
                     if len(ring) > KEEP_LAST:
                         gone = ring.pop(0)
                         if isinstance(gone, Pending):
@@ -1008,26 +1040,24 @@ class Confirmer:
                 ), key)
         if run:
             numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
-        builds = [pm for pm in pending if pm.alive]
-        for k in counted_rings:  # the count lane's lines still kept become pending matches
+        # the matches still kept get their line numbers (in line order: each counted from the one
+        # before) while the block's are counted; they are built when the region ends (``build_kept``)
+        kept_now: list[tuple[int, Pending | tuple[list[Match | Pending | Counted], int]]] = [
+            (pm.start, pm) for pm in pending if pm.alive and pm.line_no < 0]
+        self.unbuilt += [pm for pm in pending if pm.alive]
+        for k in counted_rings:
             ring = tail_keep[k]
-            now: list[Match | Pending | Counted] = []
-            for x in ring:
-                if isinstance(x, tuple):
-                    made_pm = self._counted_pending(x, numbers)
-                    if made_pm is None:
-                        continue
-                    builds.append(made_pm)
-                    x = made_pm
-                now.append(x)
-            ring[:] = now
-        if len(builds) > 1:
-            builds.sort(key=lambda pm: pm.start)
-        for pm in builds:  # (in line order) the pending matches still kept: built while their bytes are here
-            if pm.line_no < 0:
-                pm.line_no = numbers.at(pm.start)
-            ring = tail_keep[(pm.rule.id, pm.key)]
-            ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
+            kept_now += [(x[0], (ring, i)) for i, x in enumerate(ring) if isinstance(x, tuple) and x[6] < 0]
+        self.counted_rings |= counted_rings
+        kept_now.sort(key=lambda kv: kv[0])
+        for start, where in kept_now:
+            if isinstance(where, Pending):
+                where.line_no = numbers.at(start)
+            else:
+                ring, i = where
+                x = ring[i]
+                assert isinstance(x, tuple)
+                ring[i] = (*x[:6], numbers.at(start))
         return numbers.last
 
     # --- what it says at the end ----------------------------------------------------------------

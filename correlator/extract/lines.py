@@ -55,7 +55,9 @@ class Stamps:
 
     def of(self, msg: str, observe: bool = True) -> Parsed | None:
         """The line's stamp; a full date also becomes the reference for year-less stamps after it
-        (``observe``: not from the head/tail windows, whose two paths visit lines in different orders)."""
+        (``observe``: not from the head/tail windows, whose two paths visit lines in different orders,
+        nor from the lines an inherited time is read from: a kept match is built when its region ends,
+        and what it reads there may lie past lines parsed before it)."""
         p = self.parser.parse(msg)
         if p is not None:
             if p.tz_assumed:
