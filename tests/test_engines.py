@@ -748,10 +748,10 @@ def test_the_count_lane_takes_a_dense_nccl_log(engine, monkeypatch):
     confirms.clear(), parses.clear(), counts.clear()
     slow = extract(src, engine, ExtractOptions(tz=UTC), stream=io.BytesIO(data))
     assert fast == slow and fast.confirmed_matches == 3000
-    assert len(confirms) == 3000 and len(parses) == 3000 + 1  # (the one fact's first line)
-    # (the first KEEP_FIRST closed lines and the kept last ones; the one fact; a count per match built)
+    assert len(confirms) == 3000 and len(parses) == 3000 + 2  # (the one fact's first START and COMPLETE lines)
+    # (the first KEEP_FIRST closed lines and the kept last ones; the fact's two lines; a count per match built)
     assert n_fast[0] <= confirmer.KEEP_FIRST + 2 * confirmer.KEEP_LAST
-    assert n_fast[1] <= confirmer.KEEP_FIRST + 2
+    assert n_fast[1] <= confirmer.KEEP_FIRST + 3
     assert n_fast[2] <= 2 * (confirmer.KEEP_FIRST + 2 * confirmer.KEEP_LAST)
 
 
@@ -786,9 +786,13 @@ def test_line_numbers_asked_in_any_order_are_counted_lines(pieces, asks, base_li
     "gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 \r- Init {e}",
     "gpu-\u00e9:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 - Init {e}",
     "gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} \xff nranks 8",
+    "gpu-a01:1:1 [0] NCCL INFO {h}omm 0x{h} rank {r} nranks 8 busId {h}",
+    "gpu-a01:1:1 [0] NCCL INFO comm {h}x{h} rank {r} nranks 8 {h}ommI{h} 0x{h} - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 commId 0x{h} - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h}{h} rank {r} nranks 8 commId 0x{h}",
     "",
 ]), st.integers(0, 3), st.text("0123456789abcdefABCDEF", min_size=1, max_size=3),
-    st.sampled_from(["START", "COMPLETE", "STARTED", ""])), max_size=40), st.integers(0, 6))
+    st.sampled_from(["START", "COMPLETE", "STARTED", ""])), max_size=60), st.integers(0, 60))
 def test_nccl_lines_said_at_once_are_the_lines_said_one_by_one(lines, cap):
     """``Statements.nccl_lines_said`` (the keys of a block's init lines worked out at once) says of
     each line what ``nccl_line_said`` one by one says, and remembers the same lines, up to the same cap."""

@@ -72,9 +72,7 @@ _HEX_AS_FF = bytes.maketrans(b"0123456789abcdefABCDEF", b"\xff" * 22)
 def _nccl_keys(joined: bytes) -> list[bytes]:
     """``nccl_line_key`` of each line of ``joined`` (ASCII lines joined by newlines), at once: the
     substitutions never reach across a newline, so the key of the lines joined is their keys joined."""
-    # (an init line's ``Init START``/``COMPLETE`` end, which states nothing of its fact, loses its word)
-    joined = (joined + b"\n").replace(b" - Init COMPLETE\n", b" - Init \n").replace(b" - Init START\n", b" - Init \n")
-    parts: list[bytes] = _NCCL_VOLATILE.split(joined[:-1])  # text, " comm 0x", digits, ...
+    parts: list[bytes] = _NCCL_VOLATILE.split(joined)  # text, " comm 0x", digits, ...
     if len(parts) > 1:
         parts[2::3] = b"\n".join(parts[2::3]).translate(_HEX_AS_FF).split(b"\n")
     return b"".join(parts).split(b"\n")
@@ -82,13 +80,13 @@ def _nccl_keys(joined: bytes) -> list[bytes]:
 
 def nccl_line_key(raw: bytes) -> bytes:
     """An ASCII NCCL init line (no ANSI codes, no ``\\r``) with each hex digit of its ``comm 0x...``
-    and ``commId 0x...`` (followed by a space) made a ``\\xff`` byte and its ``- Init START``/
-    ``COMPLETE`` end dropped: lines with the same key give the same fact. The digits' count keeps
-    every position (NCCL's origin is looked for in the first 300 characters), no pattern of the fact
-    or of the launcher prefixes tells one hex digit from another there (each follows ``0x`` or
-    another digit, where no digit, word boundary or literal is tried), and nothing of the fact lies
-    in the dropped end (which follows `` - Init ``). No ASCII line holds ``\\xff``: two keys are
-    equal only where the lines' other bytes and their digits' places are."""
+    and ``commId 0x...`` (followed by a space) made a ``\\xff`` byte: lines with the same key give the
+    same fact. The digits' count keeps every position (NCCL's origin is looked for in the first 300
+    characters), and no pattern of the fact or of the launcher prefixes tells one hex digit from
+    another there (each follows ``0x`` or another digit, where no digit, word boundary or literal is
+    tried). No ASCII line holds ``\\xff``: two keys are equal only where the lines' other bytes and
+    their digits' places are. (A communicator's ``Init START`` and ``Init COMPLETE`` lines have two
+    keys: each is parsed once, and the second states what the first did.)"""
     return _nccl_keys(raw)[0]
 
 
@@ -173,9 +171,8 @@ class Statements:
     def nccl_line_said(self, raw: bytes) -> bool:
         """Whether the NCCL init line ``raw`` states what a line seen before stated (then it needs no
         parsing: its fact is that line's); a line not seen before is remembered. Lines that differ
-        only in their communicator's pointer and id and in ``Init START``/``COMPLETE`` state the
-        same (``nccl_line_key``); a line with non-ASCII bytes, ANSI codes or ``\r`` frames is
-        always parsed."""
+        only in their communicator's pointer and id state the same (``nccl_line_key``); a line with
+        non-ASCII bytes, ANSI codes or ``\r`` frames is always parsed."""
         if not raw.isascii() or b"\x1b" in raw or b"\r" in raw:
             return False
         key = nccl_line_key(raw)
