@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -274,6 +274,39 @@ def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
     return tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
 
 
+@dataclass(slots=True)
+class _Lane:
+    """What the count lane found in a block (``Confirmer.count_lane``): the lines it judged (confirmed
+    or not: ``process`` has nothing else to do with them), and per rule index its confirmed lines in
+    line order: their starts, messages, whether each may hold a stamp and whether it may name a host."""
+
+    judged: set[int]
+    rules: dict[int, tuple[list[int], list[str], list[bool], list[bool]]]
+
+
+@dataclass(slots=True)
+class _Block:
+    """What ``process`` works with in one block: its buffer and candidates, their line numbers, the
+    pending matches made in it, the rings the count lane put lines in, and the writers' last stamps
+    that a ``Pending`` of a line without a prefix keeps (``last_plain``), shared until one changes."""
+
+    buf: Buffer
+    lines: dict[int, set[int]]
+    numbers: LineNumbers
+    may_match_all: Callable[[tuple[str, ...], str], bool] | None
+    last_stamp: dict[tuple, int]
+    pending: list[Pending] = field(default_factory=list)
+    counted_rings: set[tuple[str, tuple]] = field(default_factory=set)
+    snapshot: dict[tuple, int] | None = None
+
+    def last_plain(self) -> dict[tuple, int]:
+        if self.snapshot is None:
+            last_stamp = self.last_stamp
+            self.snapshot = {w: last_stamp[w] for w in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
+                             if w in last_stamp}
+        return self.snapshot
+
+
 class Confirmer:
     """One source's candidates confirmed, timed and kept (see the module's docstring)."""
 
@@ -314,8 +347,9 @@ class Confirmer:
         #: a candidate's pattern ids -> (the one rule that can take it in the bulk lane, the context rules
         #: whose required literals must be absent), or None (``bulk_lane``)
         self.lane_rules: dict[frozenset[int], tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] | None] = {}
-        #: a candidate's pattern ids -> the one rule the count lane may confirm it for, or -1 (``count_lane``)
-        self.count_rules: dict[frozenset[int], int] = {}
+        #: a candidate's pattern ids (its one id, or a frozenset of several) -> the one rule the count lane
+        #: may confirm it for, or -1 (``count_lane``)
+        self.count_rules: dict[int | frozenset[int], int] = {}
         #: the pending matches still kept when their block ended, and the rings holding lines the count
         #: lane counted: built when the region ends (``build_kept``)
         self.unbuilt: list[Pending] = []
@@ -727,65 +761,6 @@ class Confirmer:
             return -1
         return ri
 
-    def count_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int]
-                   ) -> dict[int, tuple[int, str, bool, bool] | None]:
-        """The candidate lines whose confirmation needs nothing but their one rule's patterns,
-        confirmed at once (``ruleset.Bulk``: one search of the lines joined): line start -> (rule
-        index, its message, whether it may hold a stamp, whether it may name a host), or None when
-        the rule does not confirm it (then ``process`` has nothing to do with it). Such a line has no
-        launcher prefix, is printable ASCII (its message is its bytes: no ``\r`` frames, no ANSI
-        codes), holds no embedded prefix (every one holds ``]:`` or ``]<std``), is not over-long, and
-        its one rule is line-scope without a host capture (``_count_rule``). Unlike the bulk lane's,
-        its lines may hold a stamp or name a host (an NCCL INFO line's origin): ``process`` reads the
-        stamp of each line it counts, and counts a line that may name a host only once its writer's
-        host is known. ``order``: the candidates' starts, in line order."""
-        rs = self.engine.ruleset
-        off = self.engine.budget.off
-        classes = self.count_rules
-        begin = buf.begin
-        starts: list[int] = []
-        rules: list[int] = []
-        for start in order:
-            if start < begin:
-                continue
-            pids = frozenset(lines[start])
-            ri = classes.get(pids)
-            if ri is None:
-                ri = classes[pids] = self._count_rule(pids)
-            if ri < 0 or off[ri]:
-                continue
-            starts.append(start)
-            rules.append(ri)
-        if not starts:
-            return {}
-        raws = buf.raw_lines(starts)
-        plain = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES and not raw.translate(None, _PLAIN_BYTES)
-                 and b"]:" not in raw and b"]<std" not in raw]
-        raws = [raws[k] for k in plain]
-        prefixed = maybe_prefixed(raws)
-        texts = b"\n".join(raws).decode("ascii").split("\n") if raws else []
-        groups: dict[int, tuple[list[int], list[str]]] = {}
-        for k, text, no in zip(plain, texts, prefixed, strict=True):
-            if no:
-                continue
-            ri = rules[k]
-            got = groups.get(ri)
-            if got is None:
-                got = groups[ri] = ([], [])
-            got[0].append(starts[k])
-            got[1].append(text)
-        out: dict[int, tuple[int, str, bool, bool] | None] = {}
-        for ri, (group, texts) in groups.items():
-            bulk = rs.bulk(ri)
-            assert bulk is not None
-            oks = bulk.confirms(texts)
-            if oks is None:
-                continue  # a pattern ran past the time limit: one by one, with the rule's budget
-            stamped = lines_may_hold_stamp(texts)
-            for start, text, ok, stamp in zip(group, texts, oks, stamped, strict=True):
-                out[start] = (ri, text, stamp, " kernel: " in text or " NCCL " in text) if ok else None
-        return out
-
     def _counted_pending(self, entry: Counted) -> Pending | None:
         """The ``Pending`` a line the count lane counted stands for (``process`` would have made it at
         the line), its captures found now; None when their search ran past the time limit (the line
@@ -831,6 +806,301 @@ class Confirmer:
             ring = tail_keep[(pm.rule.id, pm.key)]
             ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
 
+    def count_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int], leave_plain: bool
+                   ) -> _Lane | None:
+        """The candidate lines whose confirmation needs nothing but their one rule's patterns,
+        confirmed at once (``ruleset.Bulk``: one search of the lines joined). Such a line has no
+        launcher prefix, is printable ASCII (its message is its bytes: no ``\\r`` frames, no ANSI
+        codes), holds no embedded prefix (every one holds ``]:`` or ``]<std``), is not over-long, and
+        its one rule is line-scope without a host capture (``_count_rule``). Unlike the bulk lane's,
+        its lines may hold a stamp or name a host (an NCCL INFO line's origin): ``process`` reads the
+        stamp of each line it counts, and counts a line that may name a host only once its writer's
+        host is known. ``leave_plain``: a confirmed line that may hold neither is left to the bulk
+        lane, which counts runs of them faster. ``order``: the candidates' starts, in line order."""
+        rs = self.engine.ruleset
+        off = self.engine.budget.off
+        classes = self.count_rules
+        begin = buf.begin
+        starts: list[int] = []
+        rules: list[int] = []
+        for start in order:
+            if start < begin:
+                continue
+            pids = lines[start]
+            kind = next(iter(pids)) if len(pids) == 1 else frozenset(pids)
+            ri = classes.get(kind)
+            if ri is None:
+                ri = classes[kind] = self._count_rule(frozenset(pids))
+            if ri < 0 or off[ri]:
+                continue
+            starts.append(start)
+            rules.append(ri)
+        if not starts:
+            return None
+        raws = buf.raw_lines(starts)
+        joined = b"\n".join(raws)
+        if (max(map(len, raws)) > MAX_LINE_BYTES or joined.translate(None, _PLAIN_BYTES + b"\n") or b"]:" in joined
+                or b"]<std" in joined):  # (else every line is plain: not asked one by one)
+            plain = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES
+                     and not raw.translate(None, _PLAIN_BYTES) and b"]:" not in raw and b"]<std" not in raw]
+            starts, rules, raws = [starts[k] for k in plain], [rules[k] for k in plain], [raws[k] for k in plain]
+            joined = b"\n".join(raws)
+        prefixed = maybe_prefixed(raws)
+        texts = joined.decode("ascii").split("\n") if raws else []
+        groups: dict[int, tuple[list[int], list[str]]] = {}
+        if True in prefixed or len(set(rules)) > 1:
+            for start, ri, text, no in zip(starts, rules, texts, prefixed, strict=True):
+                if no:
+                    continue
+                got = groups.get(ri)
+                if got is None:
+                    got = groups[ri] = ([], [])
+                got[0].append(start)
+                got[1].append(text)
+        elif starts:
+            groups[rules[0]] = (starts, texts)
+        lane = _Lane(set(), {})
+        judged = lane.judged
+        for ri, (group, texts) in groups.items():
+            bulk = rs.bulk(ri)
+            assert bulk is not None
+            oks = bulk.confirms(texts)
+            if oks is None:
+                continue  # a pattern ran past the time limit: one by one, with the rule's budget
+            stamped = lines_may_hold_stamp(texts)
+            taken: tuple[list[int], list[str], list[bool], list[bool]] = ([], [], [], [])
+            for start, text, ok, stamp in zip(group, texts, oks, stamped, strict=True):
+                if not ok:
+                    judged.add(start)  # (its one rule does not confirm it: nothing to do)
+                    continue
+                host = " kernel: " in text or " NCCL " in text
+                if leave_plain and not stamp and not host:
+                    continue
+                judged.add(start)
+                taken[0].append(start)
+                taken[1].append(text)
+                taken[2].append(stamp)
+                taken[3].append(host)
+            if taken[0]:
+                lane.rules[ri] = taken
+        return lane if judged else None
+
+    def _count_segment(self, lane: _Lane, cursors: dict[int, int], upto: int, block: _Block) -> int:
+        """Count the count lane's lines before ``upto`` that are not counted yet (``cursors``: per
+        rule, the first of its lines not counted yet), as ``process`` would one by one: a line past
+        its rule's first KEEP_FIRST is only counted and put in its rule's ring of last ones (with what
+        a ``Pending`` of it would hold); a line among them, or naming a host while its writer's is not
+        known, is taken line by line (``_line``). Lines without a stamp to read are counted at once
+        once nothing is left to take line by line: only each rule's last KEEP_LAST enter its ring.
+        Returns the start of the next line not counted, or -1."""
+        rs = self.engine.ruleset
+        off = self.engine.budget.off
+        kept, tail_keep, hosts = self.kept, self.tail_keep, self.hosts
+        spans: dict[int, list[int]] = {}  # rule index -> [its first line here, the end of its lines here]
+        stamped = False
+        for ri, (starts, _, stamps_of, _) in lane.rules.items():
+            a = cursors[ri]
+            if a >= len(starts) or starts[a] >= upto:
+                continue
+            b = bisect_left(starts, upto, a)
+            cursors[ri] = b
+            spans[ri] = [a, b]
+            stamped = stamped or True in stamps_of[a:b]
+        following = [starts[cursors[ri]] for ri, (starts, _, _, _) in lane.rules.items() if cursors[ri] < len(starts)]
+        after = min(following) if following else -1
+        if stamped:  # (each stamp is read in line order: a full date is the reference for year-less ones)
+            for start, ri, i in sorted((lane.rules[ri][0][i], ri, i) for ri, (a, b) in spans.items() for i in range(a, b)):
+                self._count_one(lane, ri, i, start, block)
+            return after
+        while spans:
+            blocked = [ri for ri, (a, b) in spans.items() if not off[ri] and (
+                kept.get((rs.rules[ri].id, _NO_KEY), 0) < KEEP_FIRST
+                or (_NO_KEY not in hosts and True in lane.rules[ri][3][a:b]))]
+            if not blocked:
+                break
+            # the earliest line left, line by line (a first KEEP_FIRST line may make its writer's host known)
+            ri = min(spans, key=lambda r: lane.rules[r][0][spans[r][0]])
+            i = spans[ri][0]
+            self._count_one(lane, ri, i, lane.rules[ri][0][i], block)
+            spans[ri][0] += 1
+            if spans[ri][0] >= spans[ri][1]:
+                del spans[ri]
+        last = block.last_plain()
+        host = hosts.get(_NO_KEY)
+        for ri, (a, b) in spans.items():
+            if off[ri]:
+                continue  # its rule's budget for this run is spent: the rule is not tried
+            rule_id = rs.rules[ri].id
+            k = (rule_id, _NO_KEY)
+            m = b - a
+            self.confirmed += m
+            kept[k] += m
+            ring = tail_keep[k]
+            over = len(ring) + m - KEEP_LAST
+            if over > 0:
+                self.dropped[rule_id] += over
+                for gone in ring[:over]:
+                    if isinstance(gone, Pending):
+                        gone.alive = False
+                del ring[:over]
+            starts, texts = lane.rules[ri][0], lane.rules[ri][1]
+            ring += [(starts[i], ri, texts[i], None, last, host, -1) for i in range(max(a, b - KEEP_LAST), b)]
+            block.counted_rings.add(k)
+        return after
+
+    def _count_one(self, lane: _Lane, ri: int, i: int, start: int, block: _Block) -> None:
+        """The count lane's line ``i`` of rule ``ri`` (at ``start``), as ``process`` takes it alone."""
+        if self.engine.budget.off[ri]:
+            return  # its rule's budget for this run is spent: the rule is not tried
+        rule_id = self.engine.ruleset.rules[ri].id
+        k = (rule_id, _NO_KEY)
+        n = self.kept.get(k, 0)
+        _, texts, stamps_of, hosts_of = lane.rules[ri]
+        if n < KEEP_FIRST or (hosts_of[i] and _NO_KEY not in self.hosts):
+            self._line(block, start)
+            return
+        p = self.ctx.stamps.of(texts[i]) if stamps_of[i] else None
+        if p is not None:
+            self.last_stamp[_NO_KEY] = p.time_ns
+            block.snapshot = None
+        self.confirmed += 1
+        self.kept[k] = n + 1
+        ring = self.tail_keep[k]
+        ring.append((start, ri, texts[i], p, {} if p is not None else block.last_plain(), self.hosts.get(_NO_KEY), -1))
+        if len(ring) > KEEP_LAST:
+            gone = ring.pop(0)
+            if isinstance(gone, Pending):
+                gone.alive = False
+            self.dropped[rule_id] += 1
+        block.counted_rings.add(k)
+
+    def _line(self, block: _Block, start: int) -> None:
+        """Confirm, time and record the candidate line at ``start``, line by line (the definition
+        every lane is compared with)."""
+        block.snapshot = None  # (a writer's last stamp may change)
+        engine = self.engine
+        rs = engine.ruleset
+        budget = engine.budget
+        buf = block.buf
+        numbers = block.numbers
+        lines = block.lines
+        data = buf.data
+        _, end = buf.line_at(start)
+        raw = data[start:end]
+        if len(raw) > MAX_LINE_BYTES:
+            self.hygiene.line_capped(numbers.at(start))
+        elif (not NCCL_SAID_AT_ONCE and lines[start] == {engine.nccl_fact}
+              and self.statements.nccl_line_said(raw)):
+            return  # (the same fact as an earlier init line's: nothing to build)
+        prefix, msg = parse_line(raw)
+        pbytes = prefix_bytes(raw, prefix)
+        key = prefix.key
+        rule_idx: set[int] = set()
+        for pid in lines[start]:
+            target = engine.pattern_rule[pid]
+            if target >= 0:
+                rule_idx.add(target)
+            else:
+                self.statements.fact(buf, -1 - target, start, prefix, msg, pbytes)
+        if not rule_idx:
+            return
+        frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
+        found: list[tuple[Rule, dict[str, str], str]] = []
+        cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
+        made: dict[str, list[str]] = {}  # the line's event context (up to 200 lines before, 60 after)
+        made_n = [-1]  # how many lines before ``made["before"]`` was asked for
+
+        def around(rule: Rule) -> list[str]:
+            # the lines before as far as this rule looks (a rule that looks further builds them
+            # again): the nearest n of the writer's lines are the last n of the nearest 200
+            k = rule.match.context_lines
+            n = k if 0 <= k <= CONTEXT_MAX_BEFORE else CONTEXT_MAX_BEFORE
+            if n > made_n[0]:
+                made["before"], made_n[0] = buf.context(start, pbytes, n, 0)[0], n
+            ctx = made["before"][-k:] if k else []
+            if rule.match.context_after:
+                if "after" not in made:
+                    made["after"] = buf.context(start, pbytes, 0, 60)[1]
+                ctx = [*ctx, *made["after"][: rule.match.context_after]]
+            return ctx
+
+        for ri in rule_idx:
+            rule = rs.rules[ri]
+            if budget.disabled(ri):
+                continue  # its budget for this run is spent
+            ctx: list[str] | Callable[[], list[str]] = []
+            if rule.match.scope is Scope.EVENT:
+                if rule.match.context_requires and not any(
+                        buf.holds_before(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start)
+                        for lit in rule.match.context_requires):
+                    continue  # what its context must hold is not there
+                ctx = partial(around, rule)  # (built only if the line matched)
+            for frame in frames:
+                inner = _EMBEDDED_PREFIX.search(frame)
+                if inner is not None and inner.start() > 0:
+                    frame = frame[inner.start():]
+                try:
+                    caps, spent = rs.confirm(ri, frame, ctx, budget, block.may_match_all)
+                except PatternTimeout as e:
+                    self.timeouts.setdefault(e.rule_id, [0, numbers.at(start)])[0] += 1
+                    if e.spent:
+                        self.spent[ri] = numbers.at(start)
+                    break
+                if spent:
+                    self.spent[ri] = numbers.at(start)
+                if caps is not None:
+                    found.append((rule, caps, frame))
+                    if frame[:1] in _TOKEN_CHARS:
+                        cut_runs[rule.id] = event_text(msg, frame, partial(_still_matches, rs, ri, context=ctx))
+                    break
+                if spent:
+                    break
+        if not found:
+            return
+        src = self.ctx.src
+        top = max(r.priority for r, _, _ in found)
+        p = self.ctx.stamps.of(with_stamp(prefix, msg))
+        t: int | None
+        lo: int | None
+        hi: int | None
+        if p is not None:
+            self.last_stamp[key] = p.time_ns
+        primary = any(r.role is Role.PRIMARY for r, _, _ in found)
+        one_process = p is None and bool(pbytes) and self.one_process_before(buf.base_offset + start)
+        line_prefix = prefix
+        timed: tuple[int | None, int | None, int | None, TimeKind] | None = None
+        context: tuple[str, ...] | None = None
+        for rule, caps, frame in found:
+            if rule.priority != top:
+                continue
+            if _EMBEDDED_PREFIX.match(frame):
+                mpi = _MPI_EMBEDDED.match(frame) is not None
+                inner_prefix, frame = split_prefix(frame)
+                if (prefix.rank is None and prefix.local_rank is None) or (mpi and inner_prefix.rank is not None):
+                    prefix = Prefix(prefix.task if inner_prefix.task is None else inner_prefix.task,
+                                    inner_prefix.local_rank, inner_prefix.rank, prefix.length)
+            if not self.counts_first(rule.id, key) and (key in self.hosts
+                                                        or not _may_name_host(prefix, caps, frame)):
+                last = {k: self.last_stamp[k] for k in (key, _ONE_WRITER_KEY, (*key, "task-clock"))
+                        if k in self.last_stamp} if p is None else {}
+                pm = Pending(rule, caps, frame, cut_runs.get(rule.id, frame), prefix, line_prefix, start,
+                             -1, p, key, pbytes, primary, one_process, last, self.hosts.get(key))
+                self.add_pending(pm)
+                block.pending.append(pm)
+                continue
+            if timed is None:
+                timed = self.line_time(buf, start, line_prefix, pbytes, key, p, one_process)
+            if context is None:
+                context = _match_context(buf, start, pbytes) if primary else ()
+            t, lo, hi, kind = timed
+            who = self.match_who(buf, start, prefix, pbytes, key, rule, caps, frame)
+            self.add_match(Match(
+                rule_id=rule.id, path=src.path, line=numbers.at(start), offset=buf.base_offset + start,
+                text=clean(cut_runs.get(rule.id, frame)), who=who, time_ns=t, lo_ns=lo, hi_ns=hi,
+                time_kind=kind, captures=_captures(caps), context=context, attempt=src.attempt,
+                tz_assumed=bool(p and p.tz_assumed),
+            ), key)
+
     def process(self, buf: Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
         """Confirm, time and record the candidate lines; returns (line number, offset) of the last line
         whose number was needed (the buffer's start when there was none), so the caller counts only
@@ -839,42 +1109,34 @@ class Confirmer:
         A candidate is confirmed before anything is built around it (an event rule's context only when
         its line matched and it has patterns to try over the context). A confirmed match past the first
         KEEP_FIRST of its rule and writer is only counted (``Pending``, or in the count lane a tuple of
-        what its line said) until the block ends; then the ones still among the last KEEP_LAST get
-        their line number, time, rank and context. Line numbers are counted only where a match is
-        built (``reader.LineNumbers``)."""
-        engine = self.engine
-        rs = engine.ruleset
-        budget = engine.budget
-        src = self.ctx.src
-        stamps = self.ctx.stamps
-        data = buf.data
-        numbers = LineNumbers(self.ctx.scanner, data, buf.begin, buf.base_line, buf.base_offset)
-        pending: list[Pending] = []
-        nccl_only = {engine.nccl_fact}
+        what its line said) until the block ends; the ones still among the last KEEP_LAST then get
+        their line numbers, and when the region ends their time, rank and context (``build_kept``).
+        Line numbers are counted only where a match is built (``reader.LineNumbers``)."""
+        rs = self.engine.ruleset
         finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
-        may_match_all = finder.may_match_all if finder is not None else None
+        block = _Block(buf, lines, LineNumbers(self.ctx.scanner, buf.data, buf.begin, buf.base_line, buf.base_offset),
+                       finder.may_match_all if finder is not None else None, self.last_stamp)
+        numbers, pending = block.numbers, block.pending
         order = sorted(lines)
         if NCCL_SAID_AT_ONCE:
             order = self.unsaid(buf, lines, order)
-        counted = self.count_lane(buf, lines, order) if COUNT_LANE and len(order) > BULK_MIN_CANDIDATES else {}
-        if counted:
-            # the bulk lane counts runs of plain lines of a rule faster: the count lane keeps the lines it
-            # cannot take (a possible stamp or host), and the ones that need nothing (not confirmed)
-            for start, said in list(counted.items()):
-                if said is not None and not said[2] and not said[3]:
-                    del counted[start]
-        lean = self.bulk_lane(buf, lines, [s for s in order if s not in counted] if counted else order
-                              ) if BULK_LANE and len(lines) > BULK_MIN_CANDIDATES else {}
+        bulk_on = BULK_LANE and len(lines) > BULK_MIN_CANDIDATES
+        lane = self.count_lane(buf, lines, order, bulk_on) if COUNT_LANE and len(order) > BULK_MIN_CANDIDATES else None
+        others = [s for s in order if s not in lane.judged] if lane is not None else order
+        lean = self.bulk_lane(buf, lines, others) if bulk_on else {}
         run: dict[int, list[int]] = {}  # the bulk lane's lines since the last other one, counted later
         past_first: set[int] = set()  # rules whose first KEEP_FIRST lines without a prefix are kept
-        counted_rings: set[tuple[str, tuple]] = set()  # the rings the count lane put lines in
-        kept, tail_keep, last_stamp, hosts = self.kept, self.tail_keep, self.last_stamp, self.hosts
-        off = budget.off
-        #: the writers' last stamps a Pending of a line without a prefix keeps (``Pending.last``), shared
-        #: by the count lane's lines until a stamp changes
-        last_plain: dict[tuple, int] | None = None
-        for start in order:
-            if start < buf.begin:
+        cursors = dict.fromkeys(lane.rules, 0) if lane is not None else {}
+        #: the count lane's next line not counted yet
+        next_counted = min(starts[0] for starts, _, _, _ in lane.rules.values()) if lane and lane.rules else -1
+        end = len(buf.data) + 1
+        for start in [*others, end] if next_counted >= 0 else others:
+            if 0 <= next_counted < start:  # (the count lane's lines before this one first)
+                if run:
+                    numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
+                assert lane is not None
+                next_counted = self._count_segment(lane, cursors, start, block)
+            if start < buf.begin or start == end:
                 continue
             if lean:
                 bulk = lean.get(start)
@@ -889,166 +1151,19 @@ class Confirmer:
                         continue
                 if run:
                     numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
-            if counted and start in counted:
-                said = counted[start]
-                if said is None:
-                    continue  # its one rule does not confirm it: nothing to do
-                ri, text, may_stamp, may_host = said
-                if off[ri]:
-                    continue  # its rule's budget for this run is spent: the rule is not tried
-                rule = rs.rules[ri]
-                k = (rule.id, _NO_KEY)
-                n = kept.get(k, 0)
-                if n >= KEEP_FIRST and (not may_host or _NO_KEY in hosts):
-                    # past its first KEEP_FIRST: counted, with what a Pending of it would hold
-                    p = stamps.of(text) if may_stamp else None
-                    if p is not None:
-                        last_stamp[_NO_KEY] = p.time_ns
-                        last_plain = None
-                        last: dict[tuple, int] = {}
-                    else:
-                        if last_plain is None:
-                            last_plain = {w: last_stamp[w] for w in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
-                                          if w in last_stamp}
-                        last = last_plain
-                    self.confirmed += 1
-                    kept[k] = n + 1
-                    ring = tail_keep[k]
-                    ring.append((start, ri, text, p, last, hosts.get(_NO_KEY), -1))
-                    if len(ring) > KEEP_LAST:
-                        gone = ring.pop(0)
-                        if isinstance(gone, Pending):
-                            gone.alive = False
-                        self.dropped[rule.id] += 1
-                    counted_rings.add(k)
-                    continue
-            last_plain = None  # (the line-by-line path may change a writer's last stamp)
-            _, end = buf.line_at(start)
-            raw = data[start:end]
-            if len(raw) > MAX_LINE_BYTES:
-                self.hygiene.line_capped(numbers.at(start))
-            elif (not NCCL_SAID_AT_ONCE and lines[start] == nccl_only
-                  and self.statements.nccl_line_said(raw)):
-                continue  # (the same fact as an earlier init line's: nothing to build)
-            prefix, msg = parse_line(raw)
-            pbytes = prefix_bytes(raw, prefix)
-            key = prefix.key
-            rule_idx: set[int] = set()
-            for pid in lines[start]:
-                target = engine.pattern_rule[pid]
-                if target >= 0:
-                    rule_idx.add(target)
-                else:
-                    self.statements.fact(buf, -1 - target, start, prefix, msg, pbytes)
-            if not rule_idx:
-                continue
-            frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
-            found: list[tuple[Rule, dict[str, str], str]] = []
-            cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
-            made: dict[str, list[str]] = {}  # the line's event context (up to 200 lines before, 60 after)
-            made_n = [-1]  # how many lines before ``made["before"]`` was asked for
-
-            def around(rule: Rule, start: int = start, pbytes: bytes = pbytes, made: dict = made,
-                       made_n: list[int] = made_n) -> list[str]:
-                # the lines before as far as this rule looks (a rule that looks further builds them
-                # again): the nearest n of the writer's lines are the last n of the nearest 200
-                k = rule.match.context_lines
-                n = k if 0 <= k <= CONTEXT_MAX_BEFORE else CONTEXT_MAX_BEFORE
-                if n > made_n[0]:
-                    made["before"], made_n[0] = buf.context(start, pbytes, n, 0)[0], n
-                ctx = made["before"][-k:] if k else []
-                if rule.match.context_after:
-                    if "after" not in made:
-                        made["after"] = buf.context(start, pbytes, 0, 60)[1]
-                    ctx = [*ctx, *made["after"][: rule.match.context_after]]
-                return ctx
-
-            for ri in rule_idx:
-                rule = rs.rules[ri]
-                if budget.disabled(ri):
-                    continue  # its budget for this run is spent
-                ctx: list[str] | Callable[[], list[str]] = []
-                if rule.match.scope is Scope.EVENT:
-                    if rule.match.context_requires and not any(
-                            buf.holds_before(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start)
-                            for lit in rule.match.context_requires):
-                        continue  # what its context must hold is not there
-                    ctx = lambda rule=rule: around(rule)  # noqa: E731 - built only if the line matched
-                for frame in frames:
-                    inner = _EMBEDDED_PREFIX.search(frame)
-                    if inner is not None and inner.start() > 0:
-                        frame = frame[inner.start():]
-                    try:
-                        caps, spent = rs.confirm(ri, frame, ctx, budget, may_match_all)
-                    except PatternTimeout as e:
-                        self.timeouts.setdefault(e.rule_id, [0, numbers.at(start)])[0] += 1
-                        if e.spent:
-                            self.spent[ri] = numbers.at(start)
-                        break
-                    if spent:
-                        self.spent[ri] = numbers.at(start)
-                    if caps is not None:
-                        found.append((rule, caps, frame))
-                        if frame[:1] in _TOKEN_CHARS:
-                            cut_runs[rule.id] = event_text(msg, frame, partial(_still_matches, rs, ri, context=ctx))
-                        break
-                    if spent:
-                        break
-            if not found:
-                continue
-            top = max(r.priority for r, _, _ in found)
-            p = stamps.of(with_stamp(prefix, msg))
-            t: int | None
-            lo: int | None
-            hi: int | None
-            if p is not None:
-                self.last_stamp[key] = p.time_ns
-            primary = any(r.role is Role.PRIMARY for r, _, _ in found)
-            one_process = p is None and bool(pbytes) and self.one_process_before(buf.base_offset + start)
-            line_prefix = prefix
-            timed: tuple[int | None, int | None, int | None, TimeKind] | None = None
-            context: tuple[str, ...] | None = None
-            for rule, caps, frame in found:
-                if rule.priority != top:
-                    continue
-                if _EMBEDDED_PREFIX.match(frame):
-                    mpi = _MPI_EMBEDDED.match(frame) is not None
-                    inner_prefix, frame = split_prefix(frame)
-                    if (prefix.rank is None and prefix.local_rank is None) or (mpi and inner_prefix.rank is not None):
-                        prefix = Prefix(prefix.task if inner_prefix.task is None else inner_prefix.task,
-                                        inner_prefix.local_rank, inner_prefix.rank, prefix.length)
-                if not self.counts_first(rule.id, key) and (key in self.hosts
-                                                            or not _may_name_host(prefix, caps, frame)):
-                    last = {k: self.last_stamp[k] for k in (key, _ONE_WRITER_KEY, (*key, "task-clock"))
-                            if k in self.last_stamp} if p is None else {}
-                    pm = Pending(rule, caps, frame, cut_runs.get(rule.id, frame), prefix, line_prefix, start,
-                                 -1, p, key, pbytes, primary, one_process, last, self.hosts.get(key))
-                    self.add_pending(pm)
-                    pending.append(pm)
-                    continue
-                if timed is None:
-                    timed = self.line_time(buf, start, line_prefix, pbytes, key, p, one_process)
-                if context is None:
-                    context = _match_context(buf, start, pbytes) if primary else ()
-                t, lo, hi, kind = timed
-                who = self.match_who(buf, start, prefix, pbytes, key, rule, caps, frame)
-                self.add_match(Match(
-                    rule_id=rule.id, path=src.path, line=numbers.at(start), offset=buf.base_offset + start,
-                    text=clean(cut_runs.get(rule.id, frame)), who=who, time_ns=t, lo_ns=lo, hi_ns=hi,
-                    time_kind=kind, captures=_captures(caps), context=context, attempt=src.attempt,
-                    tz_assumed=bool(p and p.tz_assumed),
-                ), key)
+            self._line(block, start)
         if run:
             numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
         # the matches still kept get their line numbers (in line order: each counted from the one
         # before) while the block's are counted; they are built when the region ends (``build_kept``)
+        tail_keep = self.tail_keep
         kept_now: list[tuple[int, Pending | tuple[list[Match | Pending | Counted], int]]] = [
             (pm.start, pm) for pm in pending if pm.alive and pm.line_no < 0]
         self.unbuilt += [pm for pm in pending if pm.alive]
-        for k in counted_rings:
+        for k in block.counted_rings:
             ring = tail_keep[k]
             kept_now += [(x[0], (ring, i)) for i, x in enumerate(ring) if isinstance(x, tuple) and x[6] < 0]
-        self.counted_rings |= counted_rings
+        self.counted_rings |= block.counted_rings
         kept_now.sort(key=lambda kv: kv[0])
         for start, where in kept_now:
             if isinstance(where, Pending):
