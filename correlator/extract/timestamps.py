@@ -60,6 +60,11 @@ _EPOCH_AFTER_NL = re.compile(r"\n\[?(?:1[5-9]|2[0-4])\d{8}")
 _NEEDS_ANYWHERE = re.compile("|".join(dict.fromkeys(f"(?:{d.needs.removeprefix('^')})"
                                                     for d in dialects.STAMPS)).encode())
 _BY_BRANCH = {d.branch: d for d in dialects.STAMPS}
+#: each branch's groups in ``_ANY``: their names there and as its reader asks for them (one
+#: ``Match.group`` call for all of them, not one per field)
+_BRANCH_GROUPS = {d.branch: (tuple(d.letter + n for n in re.compile(d.pattern).groupindex), tuple(re.compile(d.pattern).groupindex))
+                  for d in dialects.STAMPS}
+assert all(len(names) >= 2 for names, _ in _BRANCH_GROUPS.values())  # (``group`` of several names gives a tuple)
 
 #: how far into a message a stamp is looked for
 SEARCH_CHARS = 200
@@ -269,13 +274,10 @@ class StampParser:
         m = _ANY.search(text, 0, SEARCH_CHARS)
         if m is None:
             return None
-        kind = m.lastgroup
-        dialect = _BY_BRANCH[kind or ""]
-        letter = dialect.letter
-
-        def g(name: str) -> str | None:
-            return m.group(letter + name)
-
+        kind = m.lastgroup or ""
+        dialect = _BY_BRANCH[kind]
+        names, fields = _BRANCH_GROUPS[kind]
+        g = dict(zip(fields, m.group(*names), strict=True)).get
         if dialect.epoch:
             secs, frac = dialect.read(g, self)
             res = 10 ** (9 - len(frac)) if frac else NS
