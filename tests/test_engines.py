@@ -853,10 +853,9 @@ def test_stamps_and_prefixes_looked_for_in_lines_joined_are_found_line_by_line(t
     """``timestamps.lines_may_hold_stamp`` and ``lines.maybe_prefixed`` (one search of the lines
     joined) say of each line what ``may_hold_stamp`` and ``MAYBE_PREFIX_RE`` say of it alone; and a
     line ``may_hold_stamp_bytes`` rules out has no stamp by ``Stamps.of_line``'s full reading."""
+    from correlator.extract import timestamps
     from correlator.extract.lines import MAYBE_PREFIX_RE, Stamps, maybe_prefixed, parse_line, with_stamp
     from correlator.extract.timestamps import lines_may_hold_stamp, may_hold_stamp, may_hold_stamp_bytes
-
-    from correlator.extract import timestamps
 
     texts = [t.replace("\n", " ") for t in texts]
     assert lines_may_hold_stamp(texts) == [may_hold_stamp(t) for t in texts]
@@ -865,7 +864,9 @@ def test_stamps_and_prefixes_looked_for_in_lines_joined_are_found_line_by_line(t
     assert [may_hold_stamp(t) for t in texts] == [timestamps._NEEDS.search(t, 0, timestamps.SEARCH_CHARS) is not None
                                                   for t in texts]
     raws = [t.encode() for t in texts]
-    assert maybe_prefixed(raws) == [MAYBE_PREFIX_RE.match(b"\n" + raw) is not None for raw in raws]
+    alone = [MAYBE_PREFIX_RE.match(b"\n" + raw) is not None for raw in raws]
+    assert maybe_prefixed(raws) == alone
+    assert maybe_prefixed(raws, hyperscan=True) == alone
     stamps = Stamps(UTC, None)
     for raw in raws:
         if not may_hold_stamp_bytes(raw):

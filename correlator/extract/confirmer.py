@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import compress, filterfalse
+from operator import or_
 from typing import TYPE_CHECKING
 
 from correlator.extract.lines import (
@@ -737,16 +739,16 @@ class Confirmer:
         not a trip through ``process``. Only lines whose one pattern is the NCCL fact's are judged,
         and not over-long ones (``process`` counts those as cut, and parses them)."""
         nccl_only = {self.engine.nccl_fact}
-        begin = buf.begin
-        facts = [s for s in order if lines[s] == nccl_only and s >= begin]
+        region = order[bisect_left(order, buf.begin):]
+        facts = list(compress(region, map(nccl_only.__eq__, map(lines.__getitem__, region))))
         if not facts:
             return order
         raws = buf.raw_lines(facts)
         if max(map(len, raws)) > MAX_LINE_BYTES:
             short = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES]
             facts, raws = [facts[k] for k in short], [raws[k] for k in short]
-        said = {s for s, yes in zip(facts, self.statements.nccl_lines_said(raws), strict=True) if yes}
-        return [s for s in order if s not in said] if said else order
+        said = set(compress(facts, self.statements.nccl_lines_said(raws)))
+        return list(filterfalse(said.__contains__, order)) if said else order
 
     def _count_rule(self, pids: frozenset[int]) -> int:
         """The rule a candidate with these pattern ids is for, when the count lane may take it: one
@@ -845,7 +847,7 @@ class Confirmer:
                      and not raw.translate(None, _PLAIN_BYTES) and b"]:" not in raw and b"]<std" not in raw]
             starts, rules, raws = [starts[k] for k in plain], [rules[k] for k in plain], [raws[k] for k in plain]
             joined = b"\n".join(raws)
-        prefixed = maybe_prefixed(raws)
+        prefixed = maybe_prefixed(raws, joined, self.ctx.hyperscan)
         texts = joined.decode("ascii").split("\n") if raws else []
         groups: dict[int, tuple[list[int], list[str]]] = {}
         if True in prefixed or len(set(rules)) > 1:
@@ -868,12 +870,16 @@ class Confirmer:
             if oks is None:
                 continue  # a pattern ran past the time limit: one by one, with the rule's budget
             stamped = lines_may_hold_stamp(texts)
+            named = [" kernel: " in text or " NCCL " in text for text in texts]
+            if all(oks) and (not leave_plain or all(map(or_, stamped, named))):  # (all taken: as they are)
+                judged.update(group)
+                lane.rules[ri] = (group, texts, stamped, named)
+                continue
             taken: tuple[list[int], list[str], list[bool], list[bool]] = ([], [], [], [])
-            for start, text, ok, stamp in zip(group, texts, oks, stamped, strict=True):
+            for start, text, ok, stamp, host in zip(group, texts, oks, stamped, named, strict=True):
                 if not ok:
                     judged.add(start)  # (its one rule does not confirm it: nothing to do)
                     continue
-                host = " kernel: " in text or " NCCL " in text
                 if leave_plain and not stamp and not host:
                     continue
                 judged.add(start)

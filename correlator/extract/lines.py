@@ -306,10 +306,12 @@ def with_stamp(prefix: Prefix, msg: str) -> str:
     return f"{prefix.stamp} {msg}" if prefix.stamp else msg
 
 
-def maybe_prefixed(raws: list[bytes]) -> list[bool]:
+def maybe_prefixed(raws: list[bytes], joined: bytes | None = None, hyperscan: bool = False) -> list[bool]:
     """``[MAYBE_PREFIX_RE.match(b"\\n" + raw) is not None for raw in raws]`` (lines without a newline)
-    in one search of the lines joined: every hint starts with the newline before its line and none
-    matches a newline or looks around, so each match is of one line, where it starts."""
+    in one search of the lines joined (``joined``, if given: ``b"\\n".join(raws)``), by Hyperscan
+    with ``hyperscan`` (``scan.WindowFinder.maybe_prefix_lines``: most lines have nothing to report):
+    every hint starts with the newline before its line and none matches a newline or looks around,
+    so each match is of one line, where it starts."""
     out = [False] * len(raws)
     if not raws:
         return out
@@ -318,7 +320,17 @@ def maybe_prefixed(raws: list[bytes]) -> list[bool]:
     for k, raw in enumerate(raws):
         at[pos] = k
         pos += len(raw) + 1
-    for m in MAYBE_PREFIX_RE.finditer(b"\n" + b"\n".join(raws)):
+    text = b"\n" + (b"\n".join(raws) if joined is None else joined)
+    finder = None
+    if hyperscan:
+        from correlator.extract.scan import window_finder
+
+        finder = window_finder()
+    if finder is not None:
+        for start in finder.maybe_prefix_lines(text):
+            out[at[start - 1]] = True
+        return out
+    for m in MAYBE_PREFIX_RE.finditer(text):
         i = at.get(m.start())
         if i is not None:
             out[i] = True
