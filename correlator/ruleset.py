@@ -622,7 +622,8 @@ def line_bounded(pattern: str) -> str | None:
             if pattern.startswith("(?:", i):
                 out.append("(?:")
                 i += 3
-            elif pattern.startswith("(?P<", i):
+            elif pattern.startswith("(?P<", i) or (pattern.startswith("(?<", i) and pattern[i + 3:i + 4].isidentifier()):
+                # a named group, ``(?P<name>`` or the regex module's ``(?<name>`` (``(?<=``/``(?<!`` look behind)
                 close = pattern.find(">", i)
                 if close < 0:
                     return None
