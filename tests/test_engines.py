@@ -428,6 +428,53 @@ def test_window_facts_fast_path_reads_ansi_coloured_lines_as_line_by_line(rules,
     assert _window_run(fast, head, hidden) == _window_run(slow, head, hidden)
 
 
+@needs_hs
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 150))
+def test_progress_lines_from_the_window_finder_are_each_lines_first_progress_match(rnd, n):
+    """``windows.progress_lines`` (numpy over the window finder's matches) == ``PROGRESS.search`` on
+    each line: the line's first match and its step, job steps (``.0 ON node``) left out, the
+    unterminated last line left to the caller."""
+    from correlator.extract.lines import PROGRESS, SLURM_STEP_TAIL
+    from correlator.extract.scan import window_finder
+
+    pool = [*_WINDOW_LINES, "*** STEP {n}.0 ON node14 CANCELLED AT 2026-03-02T14:00:00 ***",
+            "step {n}.5 ON x then step 3", "step 123456789 ok", "iter 1234567890 too long", "step {n}"]
+    data = _window_text(rnd, n, pool)
+    hits = window_finder().classify(data, 1 << 20)[0]
+    expect: tuple[list[int], list[int], list[int]] = ([], [], [])
+    pos = 0
+    for raw in data.split(b"\n")[:-1]:  # (the last piece: the unterminated line, or empty)
+        m = PROGRESS.search(raw)
+        if m is not None and not SLURM_STEP_TAIL.match(raw, m.end()):
+            expect[0].append(pos)
+            expect[1].append(int(m.group(1)))
+            expect[2].append(pos + m.start())
+        pos += len(raw) + 1
+    assert windows.progress_lines(data, hits) == (expect, data.count(b"\n"))
+
+
+@needs_hs
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(1, 160), st.sampled_from([1, 2, 3, 8]))
+def test_tail_window_through_the_window_finder_is_the_plain_one(rules, rnd, n, kinds):
+    """The tail window chosen with the window finder's look at each short window (one writer's? holds
+    progress?) is the one ``one_writers`` and ``PROGRESS.search`` choose."""
+    pool = rnd.sample(_WINDOW_LINES, min(len(_WINDOW_LINES), kinds * 4))
+    data = _window_text(rnd, n, pool)
+    saved = windows.TAIL_SIZES_ONE
+    windows.TAIL_SIZES_ONE = (rnd.randint(50, 400), rnd.randint(400, 2000))
+    try:
+        got = []
+        for engine in (Engine(rules, "hyperscan"), Engine(rules, "regex")):
+            w = _windows(engine)
+            w.tail = data
+            got.append(w.tail_window(5000 + len(data)))
+    finally:
+        windows.TAIL_SIZES_ONE = saved
+    assert got[0] == got[1]
+
+
 # --- the cut found without joining ----------------------------------------------------------------
 
 def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):

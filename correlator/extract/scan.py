@@ -717,20 +717,21 @@ class WindowFinder:
         return _line_starts(data, ends)
 
     def classify(self, data: bytes, max_marks: int
-                 ) -> tuple[list[tuple[int, int, int]], list[int] | None, list[int], int]:
-        """One pass over a window: the progress marks as (line start, mark start, mark end) -- each
-        line's first, as ``re.search`` finds it; the last line is left to the caller when the
-        window does not end with a newline --, the starts of the lines that may carry a prefix
-        (None when more than ``max_marks``), of NCCL lines, and the number of blank lines (not
-        counting the empty piece after a final newline)."""
+                 ) -> tuple[list[int], list[int] | None, list[int], int]:
+        """One pass over a window: the progress marks as mark start, mark end, ... (flat), every match in the
+        order reported (``windows.progress_lines`` makes them each line's first, as ``re.search``
+        finds it), the starts of the lines that may carry a prefix (None when more than
+        ``max_marks``), of NCCL lines, and the number of blank lines (not counting the empty piece
+        after a final newline)."""
         hits: list[list[int]] = [[], [], [], [], []]
-        progress_hits: list[tuple[int, int]] = []
-        n = len(data)
+        progress_hits: list[int] = []
+        progress_append = progress_hits.append
         marks = hits[1]
 
         def on_match(pid: int, start: int, to: int, _flags: int, _ctx: object) -> bool | None:
             if pid == 0:
-                progress_hits.append((start, to))
+                progress_append(start)
+                progress_append(to)
                 return None
             hits[pid].append(to)
             if pid == 1 and len(marks) > max_marks:
@@ -742,23 +743,9 @@ class WindowFinder:
         except self._hs.ScanTerminated:
             return [], None, [], 0
         rfind, find = data.rfind, data.find
-
-        def starts(ends: list[int]) -> list[int]:
-            return _line_starts(data, ends)
-
-        progress: list[tuple[int, int, int]] = []
-        last_line = rfind(b"\n") + 1 if not data.endswith(b"\n") else n
-        by_line: dict[int, tuple[int, int]] = {}
-        for start, to in progress_hits:
-            if start >= last_line:
-                continue  # an unterminated last line: its end is an end of buffer (see EMPTY_LINE)
-            ls = rfind(b"\n", 0, start) + 1
-            got = by_line.get(ls)
-            if got is None or start < got[0]:
-                by_line[ls] = (start, to)
-        progress = [(ls, a, b) for ls, (a, b) in sorted(by_line.items())]
+        n = len(data)
         mark_starts = sorted({rfind(b"\n", 0, to - 1) + 1 for to in marks})
-        nccl = starts(hits[2])
+        nccl = _line_starts(data, hits[2])
         # lines of data (without its final newline) that are empty or only ASCII whitespace: those
         # between two newlines, and the first and the unterminated last line checked here
         count = len(hits[3]) + len(hits[4])
@@ -769,7 +756,7 @@ class WindowFinder:
             last = data[rfind(b"\n") + 1:]
             if last and not last.strip():
                 count += 1
-        return progress, mark_starts, nccl, count
+        return progress_hits, mark_starts, nccl, count
 
     def maybe_prefix_lines(self, data: bytes) -> list[int]:
         """Starts of the lines of ``data`` (line 0 not included) where ``MAYBE_PREFIX`` matches
