@@ -514,7 +514,8 @@ _ = (os, Path)
 # --- the prefix census of check_writers ------------------------------------------------------------
 
 _PREFIX_PARTS = [b"\n", b" ", b"\t", b"5: ", b"12: ", b"[rank3]:", b"[default1]:", b"x", b"1234567: ", b"[rank",
-                 b"9", b": ", b"\r"]
+                 b"9", b": ", b"\r", b"gpu-a01: ", b"10.0.0.6: ", b"(pid=12) ", b"(Actor pid=3, ip=10.0.0.1) ",
+                 b"bench.n1.nolog [stdout]", b"b [stderr] ", b"]", b")", b"step 7: ", b"[rank=4] ", b"\x0b", b"      "]
 
 
 @settings(max_examples=1500, deadline=None)
@@ -529,6 +530,31 @@ def test_line_start_captures_equal_the_census_of_every_line(text):
     assert statements.line_start_captures(text, False) == want
     if hyperscan_available():
         assert statements.line_start_captures(text, True) == want
+
+
+_TEXT_PARTS = [b"\n", b" ", b"[default1]:", b"[default2]:", b"[rank3]:", b"3: ", b"[Rank 5]", b"[RANK 6]", b"[rank 7] ",
+               b"[olmo.util:158, rank=6]", b"[x,\n rank=9]", b"]:", b"[", b"]", b"x", b"rank=", b", rank=2]",
+               b"\x1b[0m", b"[trainer5]:"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(_TEXT_PARTS), max_size=40).map(b"".join))
+def test_the_writers_census_prefilters_find_what_the_plain_searches_find(text):
+    """``several_local_tags`` (which looks for a tag's end first) and ``prefixes.ranks_in_text`` (without
+    its ``rank=`` branch where the bytes hold no ``rank=``) == their plain searches over every line."""
+    from correlator.extract import prefixes
+
+    first = statements._LOCAL_TAG_NL.match(b"\n" + text[:200])
+    tags = {first.group(1)} if first else set()
+    tags |= {m.group(1) for m in statements._LOCAL_TAG_NL.finditer(text)}
+    assert statements.several_local_tags(text) == (len(tags) >= 2)
+    for limit in (2, 3, 100):
+        plain: set[int] = set()
+        for m in prefixes._RANK_IN_TEXT_B.finditer(text):
+            plain.add(int(m.group(1) or m.group(2)))
+            if len(plain) >= limit:
+                break
+        assert prefixes.ranks_in_text(text, limit) == plain
 
 
 def test_batches_keep_order_and_cover_every_file():

@@ -190,6 +190,10 @@ def ansi_hides_nothing(data: bytes) -> bool:
     return ansi_hides_no_prefix(data) and not ansi_hides_stamp(data, 0, len(data))
 
 
+class _Hidden(Exception):
+    """A line the stamp hints pass over has a stamp its ANSI codes hide from them (``Windows.facts_fast``)."""
+
+
 _NUMPY: Any = None
 
 
@@ -621,9 +625,6 @@ class Windows:
                 if s not in excluded and data[s:e].strip():
                     yield s
                 e = s - 1
-
-        class _Hidden(Exception):
-            """A line the stamp hints pass over has a stamp its ANSI codes hide from them."""
 
         def plain_first_stamp() -> int | None:
             probed, pos = 0, n
