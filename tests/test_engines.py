@@ -475,6 +475,42 @@ def test_tail_window_through_the_window_finder_is_the_plain_one(rules, rnd, n, k
     assert got[0] == got[1]
 
 
+@needs_hs
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 120), st.integers(20, 4000))
+def test_progress_in_the_head_through_the_window_finder_is_the_plain_search(rules, rnd, n, size):
+    """Whether the head's first ``size`` bytes hold a progress match, asked first of the window
+    finder's look at the head window that size makes, == ``PROGRESS.search(head, 0, size)``."""
+    from correlator.extract.lines import PROGRESS
+
+    pool = [*_WINDOW_LINES, "step\n5 across a newline", "plain", "ITER"]
+    head = _window_text(rnd, n, pool)
+    w = _windows(Engine(rules, "hyperscan"))
+    w.head = head
+    if len(head) >= size:
+        assert w._progress_in_head(size) == (PROGRESS.search(head, 0, size) is not None)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=9000), st.integers(0, 3))
+def test_text_probe_without_nul_runs_is_the_plain_one(data, nuls):
+    """``text_probe`` looks for runs of NULs only where there is a NUL: the same judgement."""
+    import correlator.extract.sources as sources
+
+    data = data + b"\x00" * (8 * nuls)
+    sample = sources._NUL_RUN.sub(b"", data[:8192])
+    if not sample:
+        plain = True
+    elif len(sample.translate(None, sources._TEXT_BYTES)) / len(sample) >= 0.05:
+        plain = False
+    elif sample.isascii():
+        plain = True
+    else:
+        text = sample.decode("utf-8", "replace")
+        plain = text.count("\ufffd") / len(text) < 0.2
+    assert sources.text_probe(data) == plain
+
+
 # --- the cut found without joining ----------------------------------------------------------------
 
 def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):

@@ -454,7 +454,9 @@ def text_probe(stream_head: bytes) -> bool:
     Runs of NULs are left out of the judgement: a log with a hole (a file truncated under a writer
     that kept its offset, blocks never flushed before a crash) is still a log. Text logs have next
     to no other control bytes; binary formats have many, and random bytes are mostly invalid UTF-8."""
-    sample = _NUL_RUN.sub(b"", stream_head[:8192])
+    sample = stream_head[:8192]
+    if b"\x00" in sample:  # (``re`` tries the run at every byte: 50 us a file without a NUL to find)
+        sample = _NUL_RUN.sub(b"", sample)
     if not sample:
         return True
     bad = len(sample.translate(None, _TEXT_BYTES))

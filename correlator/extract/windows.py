@@ -432,10 +432,21 @@ class Windows:
             # (the head's first ``size`` bytes do not change as it grows: asked once per size)
             has = self.head_progress.get(size)
             if has is None:
-                has = self.head_progress[size] = PROGRESS.search(self.head, 0, size) is not None
+                has = self.head_progress[size] = self._progress_in_head(size)
             if has:
                 return size
         return HEAD_BYTES
+
+    def _progress_in_head(self, size: int) -> bool:
+        """``PROGRESS.search(self.head, 0, size)``, asked first of the window finder's look at the head
+        window this size would make (which ``facts_fast`` then reads): a progress match it finds is one
+        that search finds (only without one is the search made)."""
+        head = self.head[:size]
+        cut = head.rfind(b"\n") + 1
+        scanned = self._scan(head[:cut] if cut else head, 0)
+        if scanned is not None and scanned.any_progress:
+            return True
+        return PROGRESS.search(self.head, 0, size) is not None
 
     def tail_window(self, end_offset: int) -> bytes:
         """The tail window from the last ``TAIL_BYTES`` kept: for a source of one writer, the last of
