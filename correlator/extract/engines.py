@@ -216,17 +216,21 @@ BATCH_BYTES, BATCH_FILES = 32 << 20, 64
 
 def _batches(order: list[int], sources: Sequence[SourceInfo], n: int) -> list[list[int]]:
     """Consecutive runs of ``order`` (largest first) of at most BATCH_BYTES / BATCH_FILES, and small
-    enough that every worker gets several (the pool stays busy to the end)."""
-    total = sum(sources[i].size or 0 for i in order)
-    cap_bytes = max(1, min(BATCH_BYTES, total // max(1, 4 * n)))
+    enough that every worker gets several: at most a quarter of a worker's share of the bytes still
+    to come, so batches shrink toward the end and the workers finish together (the last batch of
+    32 MB on one core while the other waited was ~0.1 s of a 4096-file job's wall time)."""
+    remaining = sum(sources[i].size or 0 for i in order)
     out: list[list[int]] = []
     cur: list[int] = []
     size = 0
+    cap_bytes = max(1, min(BATCH_BYTES, remaining // max(1, 4 * n)))
     for i in order:
         sz = sources[i].size or 0
         if cur and (size + sz > cap_bytes or len(cur) >= BATCH_FILES):
             out.append(cur)
+            remaining -= size
             cur, size = [], 0
+            cap_bytes = max(1, min(BATCH_BYTES, remaining // max(1, 4 * n)))
         cur.append(i)
         size += sz
     if cur:
