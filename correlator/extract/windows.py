@@ -388,10 +388,22 @@ class Windows:
         """The next bytes of a region, for the head window (read when it is full)."""
         if self.head_done:  # (the head window does not depend on the scan)
             return
-        self.head += data[begin:min(end, begin + HEAD_BYTES - len(self.head))]
-        if len(self.head) >= self.head_limit():
-            self.flush_head()
-            self.head_done = True
+        # copied only as far as the next decision needs: a one-writer source's head is judged on its
+        # first ONE_WRITER_PROBE bytes and is then at most that big (a whole rank's file was copied
+        # here up to HEAD_BYTES, for its first 64 KiB)
+        pos = begin
+        while True:
+            upto = HEAD_BYTES if self.one_writer is not None else ONE_WRITER_PROBE
+            take = min(end - pos, upto - len(self.head))
+            if take > 0:
+                self.head += data[pos:pos + take]
+                pos += take
+            if len(self.head) >= self.head_limit():
+                self.flush_head()
+                self.head_done = True
+                return
+            if pos >= end or (take <= 0 and self.one_writer is not None):
+                return
 
     def add_tail(self, data: bytes, begin: int, end: int, whole: bool) -> None:
         """Keep the last TAIL_BYTES of the source after the region ``data[begin:end]``; ``whole``:
@@ -441,9 +453,7 @@ class Windows:
         """``PROGRESS.search(self.head, 0, size)``, asked first of the window finder's look at the head
         window this size would make (which ``facts_fast`` then reads): a progress match it finds is one
         that search finds (only without one is the search made)."""
-        head = self.head[:size]
-        cut = head.rfind(b"\n") + 1
-        scanned = self._scan(head[:cut] if cut else head, 0)
+        scanned = self._scan(self._head_window(size), 0)
         if scanned is not None and scanned.any_progress:
             return True
         return PROGRESS.search(self.head, 0, size) is not None
@@ -495,10 +505,13 @@ class Windows:
         return ws[1]
 
     def flush_head(self) -> None:
-        head = self.head[:self.head_limit()]
-        cut = head.rfind(b"\n") + 1
-        self.facts(head[:cut] if cut else head, 0, head=True)
+        self.facts(self._head_window(self.head_limit()), 0, head=True)
         self.head = b""
+
+    def _head_window(self, size: int) -> bytes:
+        """The head's first ``size`` bytes up to their last newline (all of them without one)."""
+        cut = self.head.rfind(b"\n", 0, size) + 1
+        return self.head[:cut] if cut else self.head[:size]
 
     def finish(self, end_offset: int) -> None:
         """Read what is left: the head window if the source ended before it was full, the tail window
