@@ -384,25 +384,30 @@ class Windows:
 
     # --- the bytes kept ---------------------------------------------------------------------------
 
-    def add_head(self, data: bytes, begin: int, end: int) -> None:
-        """The next bytes of a region, for the head window (read when it is full)."""
+    def add_head(self, data: bytes, begin: int, end: int, first: bytes | None = None) -> None:
+        """The next bytes of a region, for the head window (read when it is full); ``first``, when
+        given, is ``data[begin:begin + ONE_WRITER_PROBE]`` (cut at ``end``) already copied out for the
+        writers' census: the same object is the head's start, so the window finder looks at it once."""
         if self.head_done:  # (the head window does not depend on the scan)
             return
+        if first is not None and not self.head:
+            self.head = first
+            begin += len(first)
         # copied only as far as the next decision needs: a one-writer source's head is judged on its
         # first ONE_WRITER_PROBE bytes and is then at most that big (a whole rank's file was copied
         # here up to HEAD_BYTES, for its first 64 KiB)
         pos = begin
         while True:
-            upto = HEAD_BYTES if self.one_writer is not None else ONE_WRITER_PROBE
-            take = min(end - pos, upto - len(self.head))
+            judged = self.one_writer is not None
+            take = min(end - pos, (HEAD_BYTES if judged else ONE_WRITER_PROBE) - len(self.head))
             if take > 0:
                 self.head += data[pos:pos + take]
                 pos += take
-            if len(self.head) >= self.head_limit():
+            if len(self.head) >= self.head_limit():  # (which judges the probe once it is full)
                 self.flush_head()
                 self.head_done = True
                 return
-            if pos >= end or (take <= 0 and self.one_writer is not None):
+            if pos >= end or (take <= 0 and judged):
                 return
 
     def add_tail(self, data: bytes, begin: int, end: int, whole: bool) -> None:
