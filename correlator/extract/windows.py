@@ -252,7 +252,9 @@ def progress_lines(data: bytes, hits: list[int]) -> tuple[Progress, int]:
     # the digits before each match's end, last first (a run has at most 9: the 10th byte back is not one)
     back = raw[np.maximum(ends[:, None] - _BACK, 0)] - np.uint8(48)
     count = (back < 10).argmin(axis=1)
-    steps = (np.where(_BACK_INDEX < count[:, None], back, 0) * _TENS).sum(axis=1)
+    digits = back.astype(np.int64)
+    digits[_BACK_INDEX >= count[:, None]] = 0
+    steps = digits @ _TENS
     dots = np.flatnonzero(raw[np.minimum(ends, len(raw) - 1)] == 46)
     if len(dots):  # "*** STEP 612604.0 ON node14": not progress
         keep = np.ones(len(h), dtype=bool)
