@@ -5,8 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from conftest import digest_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jobs import T0, combined_srun, glog, py, rank_lines
+from test_digest_io import MATCH, STREAM, WHO
 
 from correlator.model import RankState, Verdict
 from correlator.pipeline import correlate
@@ -486,3 +490,54 @@ def test_a_failure_reported_about_an_absent_peer_names_neither_the_printers_rank
     assert rc is not None and rc.rule == "launcher.rendezvous-error"
     assert rc.host is None and rc.rank is None
     assert any("never came" in w for w in rc.why)
+
+
+# --- the stage's cost: same results, less work ------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(MATCH, STREAM), WHO)
+def test_identity_is_filled_in_as_replace_would(x, who):
+    """``identity._with_who`` (the stage's copy of 50,000 matches with their identity filled in) is
+    ``dataclasses.replace(x, who=who)``."""
+    from dataclasses import replace
+
+    from correlator.correlate import identity
+
+    got = identity._with_who(x, who)
+    assert got == replace(x, who=who) and type(got) is type(x) and got.who is who
+
+
+def test_the_stage_runs_without_the_cyclic_collector_and_restores_it(engine, monkeypatch):
+    """The collector is off while the stage runs (it went over every digest's objects again and again)
+    and as it was afterwards, when the stage fails too."""
+    import gc
+
+    from correlator.correlate import attribution
+
+    seen = []
+    real = attribution.attribute
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return real(*a, **k)
+
+    monkeypatch.setattr(attribution, "attribute", spy)
+    files = {"slurm-1.out": join(combined_srun(rank_lines(4, 4, 2), 4))}
+    assert gc.isenabled()
+    assert run(engine, files).verdict is Verdict.ROOT_CAUSE
+    assert seen == [False] and gc.isenabled()
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(attribution, "attribute", boom)
+    with pytest.raises(RuntimeError):
+        run(engine, files)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        monkeypatch.setattr(attribution, "attribute", spy)
+        run(engine, files)
+        assert not gc.isenabled()  # (left off: it was off)
+    finally:
+        gc.enable()

@@ -428,6 +428,89 @@ def test_window_facts_fast_path_reads_ansi_coloured_lines_as_line_by_line(rules,
     assert _window_run(fast, head, hidden) == _window_run(slow, head, hidden)
 
 
+@needs_hs
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 150))
+def test_progress_lines_from_the_window_finder_are_each_lines_first_progress_match(rnd, n):
+    """``windows.progress_lines`` (numpy over the window finder's matches) == ``PROGRESS.search`` on
+    each line: the line's first match and its step, job steps (``.0 ON node``) left out, the
+    unterminated last line left to the caller."""
+    from correlator.extract.lines import PROGRESS, SLURM_STEP_TAIL
+    from correlator.extract.scan import window_finder
+
+    pool = [*_WINDOW_LINES, "*** STEP {n}.0 ON node14 CANCELLED AT 2026-03-02T14:00:00 ***",
+            "step {n}.5 ON x then step 3", "step 123456789 ok", "iter 1234567890 too long", "step {n}"]
+    data = _window_text(rnd, n, pool)
+    hits = window_finder().classify(data, 1 << 20)[0]
+    expect: tuple[list[int], list[int], list[int]] = ([], [], [])
+    pos = 0
+    for raw in data.split(b"\n")[:-1]:  # (the last piece: the unterminated line, or empty)
+        m = PROGRESS.search(raw)
+        if m is not None and not SLURM_STEP_TAIL.match(raw, m.end()):
+            expect[0].append(pos)
+            expect[1].append(int(m.group(1)))
+            expect[2].append(pos + m.start())
+        pos += len(raw) + 1
+    assert windows.progress_lines(data, hits) == (expect, data.count(b"\n"))
+
+
+@needs_hs
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(1, 160), st.sampled_from([1, 2, 3, 8]))
+def test_tail_window_through_the_window_finder_is_the_plain_one(rules, rnd, n, kinds):
+    """The tail window chosen with the window finder's look at each short window (one writer's? holds
+    progress?) is the one ``one_writers`` and ``PROGRESS.search`` choose."""
+    pool = rnd.sample(_WINDOW_LINES, min(len(_WINDOW_LINES), kinds * 4))
+    data = _window_text(rnd, n, pool)
+    saved = windows.TAIL_SIZES_ONE
+    windows.TAIL_SIZES_ONE = (rnd.randint(50, 400), rnd.randint(400, 2000))
+    try:
+        got = []
+        for engine in (Engine(rules, "hyperscan"), Engine(rules, "regex")):
+            w = _windows(engine)
+            w.tail = data
+            got.append(w.tail_window(5000 + len(data)))
+    finally:
+        windows.TAIL_SIZES_ONE = saved
+    assert got[0] == got[1]
+
+
+@needs_hs
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 120), st.integers(20, 4000))
+def test_progress_in_the_head_through_the_window_finder_is_the_plain_search(rules, rnd, n, size):
+    """Whether the head's first ``size`` bytes hold a progress match, asked first of the window
+    finder's look at the head window that size makes, == ``PROGRESS.search(head, 0, size)``."""
+    from correlator.extract.lines import PROGRESS
+
+    pool = [*_WINDOW_LINES, "step\n5 across a newline", "plain", "ITER"]
+    head = _window_text(rnd, n, pool)
+    w = _windows(Engine(rules, "hyperscan"))
+    w.head = head
+    if len(head) >= size:
+        assert w._progress_in_head(size) == (PROGRESS.search(head, 0, size) is not None)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=9000), st.integers(0, 3))
+def test_text_probe_without_nul_runs_is_the_plain_one(data, nuls):
+    """``text_probe`` looks for runs of NULs only where there is a NUL: the same judgement."""
+    import correlator.extract.sources as sources
+
+    data = data + b"\x00" * (8 * nuls)
+    sample = sources._NUL_RUN.sub(b"", data[:8192])
+    if not sample:
+        plain = True
+    elif len(sample.translate(None, sources._TEXT_BYTES)) / len(sample) >= 0.05:
+        plain = False
+    elif sample.isascii():
+        plain = True
+    else:
+        text = sample.decode("utf-8", "replace")
+        plain = text.count("\ufffd") / len(text) < 0.2
+    assert sources.text_probe(data) == plain
+
+
 # --- the cut found without joining ----------------------------------------------------------------
 
 def _two_copy_cut(carry: bytes, chunk: bytes, hold_lines: int, hold_bytes: int):
@@ -467,7 +550,8 @@ _ = (os, Path)
 # --- the prefix census of check_writers ------------------------------------------------------------
 
 _PREFIX_PARTS = [b"\n", b" ", b"\t", b"5: ", b"12: ", b"[rank3]:", b"[default1]:", b"x", b"1234567: ", b"[rank",
-                 b"9", b": ", b"\r"]
+                 b"9", b": ", b"\r", b"gpu-a01: ", b"10.0.0.6: ", b"(pid=12) ", b"(Actor pid=3, ip=10.0.0.1) ",
+                 b"bench.n1.nolog [stdout]", b"b [stderr] ", b"]", b")", b"step 7: ", b"[rank=4] ", b"\x0b", b"      "]
 
 
 @settings(max_examples=1500, deadline=None)
@@ -482,6 +566,31 @@ def test_line_start_captures_equal_the_census_of_every_line(text):
     assert statements.line_start_captures(text, False) == want
     if hyperscan_available():
         assert statements.line_start_captures(text, True) == want
+
+
+_TEXT_PARTS = [b"\n", b" ", b"[default1]:", b"[default2]:", b"[rank3]:", b"3: ", b"[Rank 5]", b"[RANK 6]", b"[rank 7] ",
+               b"[olmo.util:158, rank=6]", b"[x,\n rank=9]", b"]:", b"[", b"]", b"x", b"rank=", b", rank=2]",
+               b"\x1b[0m", b"[trainer5]:"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(_TEXT_PARTS), max_size=40).map(b"".join))
+def test_the_writers_census_prefilters_find_what_the_plain_searches_find(text):
+    """``several_local_tags`` (which looks for a tag's end first) and ``prefixes.ranks_in_text`` (without
+    its ``rank=`` branch where the bytes hold no ``rank=``) == their plain searches over every line."""
+    from correlator.extract import prefixes
+
+    first = statements._LOCAL_TAG_NL.match(b"\n" + text[:200])
+    tags = {first.group(1)} if first else set()
+    tags |= {m.group(1) for m in statements._LOCAL_TAG_NL.finditer(text)}
+    assert statements.several_local_tags(text) == (len(tags) >= 2)
+    for limit in (2, 3, 100):
+        plain: set[int] = set()
+        for m in prefixes._RANK_IN_TEXT_B.finditer(text):
+            plain.add(int(m.group(1) or m.group(2)))
+            if len(plain) >= limit:
+                break
+        assert prefixes.ranks_in_text(text, limit) == plain
 
 
 def test_batches_keep_order_and_cover_every_file():

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field, replace
-from typing import overload
+from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
+from typing import TypeVar, overload
 
 from correlator.model import Digest, FactSource, IdentityFact, Match, StreamFacts, Who
 from correlator.model.vocabulary import Capture
@@ -223,6 +224,20 @@ def resolve(who: Who, path: str, imap: IdentityMap, node: str | None = None) -> 
     return Who(rank, local, task, host, who.pid), inferred
 
 
+_T = TypeVar("_T", Match, StreamFacts)
+_FIELDS = {cls: (attrgetter(*(f.name for f in fields(cls))), [f.name for f in fields(cls)].index("who"))
+           for cls in (Match, StreamFacts)}
+
+
+def _with_who(x: _T, who: Who) -> _T:
+    """``replace(x, who=who)`` for a match or a writer's facts, at half its cost (``replace`` checks
+    its arguments field by field; a 4096-rank job fills in the identity of 50,000 matches)."""
+    values, at = _FIELDS[type(x)]
+    v = list(values(x))
+    v[at] = who
+    return type(x)(*v)
+
+
 def resolve_digests(digests: Sequence[Digest], launcher_rules: Collection[str]
                     ) -> tuple[list[Match], list[StreamFacts], IdentityMap]:
     """Every match and writer with its identity filled in from the whole job's statements."""
@@ -279,10 +294,10 @@ def resolve_digests(digests: Sequence[Digest], launcher_rules: Collection[str]
                 if rank is not None:
                     w = replace(w, rank=rank, local_rank=w.local_rank if w.local_rank is not None
                                 else imap.local_of_rank.get(rank))
-            matches.append(m if w == m.who else replace(m, who=w))
+            matches.append(m if w == m.who else _with_who(m, w))
         for s in d.streams:
             w = who_of(s.who)
-            streams.append(s if w == s.who else replace(s, who=w))
+            streams.append(s if w == s.who else _with_who(s, w))
     if inferred_any:
         imap.inferred = True
         imap.notes.append(

@@ -178,10 +178,11 @@ class Extractor:
         ctx = self.ctx
         whole = offset == 0 and begin == 0 and end_region == len(data)
         ctx.stamps.refresh_reference(data, begin, len(data))  # (the held-back lines too: a full date there dates this region)
-        if offset == 0:
-            self.statements.check_writers(data[begin:min(end_region, begin + ONE_WRITER_PROBE)])
+        probe = data[begin:min(end_region, begin + ONE_WRITER_PROBE)] if offset == 0 else None
+        if probe is not None:
+            self.statements.check_writers(probe)
         self.confirmer.add_probe(data, begin, end_region)
-        self.windows.add_head(data, begin, end_region)
+        self.windows.add_head(data, begin, end_region, probe)
         # the region's passes (NULs and UTF-8, the scan, candidates, line counts) one cache-sized block
         # at a time: a block is read from memory once, not once per pass (a 32 MiB file in one pass
         # each costs a fifth more per byte than a 4 MiB one)

@@ -26,6 +26,13 @@ _MPI_STAMPED = re.compile(dialects.STANDALONE[1].pattern)
 #: a logger's bracket that ends with it (OLMo: ``CRITICAL [olmo.util:158, rank=6] ...``)
 _RANK_IN_TEXT = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]|\[[^\[\]\n]{0,80}?,\s*rank=(\d{1,6})\]")
 _RANK_IN_TEXT_B = re.compile(_RANK_IN_TEXT.pattern.encode())
+#: the same without its ``, rank=N]`` branch, for bytes without ``rank=`` (where that branch cannot
+#: match, so the matches are the same): ``re`` tries it at every ``[`` (ANSI codes, log levels), 80
+#: characters each, a fifth of the census of a rank's file
+_RANK_BRACKET = r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]"
+assert _RANK_IN_TEXT.pattern.startswith(_RANK_BRACKET + "|")
+_RANK_IN_TEXT_B_BRACKET = re.compile(_RANK_BRACKET.encode())
+_RANK_EQ = re.compile(rb"rank=")
 # WARN lines name NCCL's source location between the device and "NCCL": ``[0] ib_plugin.c:1105 NCCL WARN``
 _NCCL_HOST = re.compile(
     r"(?:^|\s)(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:[\w/.-]+:\d+ )?NCCL ")
@@ -134,7 +141,8 @@ def ranks_in_text(data: bytes, limit: int = 3) -> set[int]:
     """The distinct ranks that lines of ``data`` state in their own text (``[rank 13] ...``), up to
     ``limit`` of them: two or more say the bytes hold several processes' lines."""
     found: set[int] = set()
-    for m in _RANK_IN_TEXT_B.finditer(data):
+    pattern = _RANK_IN_TEXT_B if _RANK_EQ.search(data) is not None else _RANK_IN_TEXT_B_BRACKET
+    for m in pattern.finditer(data):
         found.add(int(m.group(1) or m.group(2)))
         if len(found) >= limit:
             break

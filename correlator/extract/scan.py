@@ -1041,10 +1041,10 @@ class WindowFinder:
         self._progress_scratch = hyperscan.Scratch(self._progress)
         self._lines = _small_db([PROGRESS_EXACT, MAYBE_PREFIX, NCCL_LINE, EMPTY_LINE, SPACE_LINE], [som, 0, 0, 0, 0])
         self._lines_scratch = hyperscan.Scratch(self._lines)
-        self._prefixes = _small_db(list(RANK_PREFIX_HINTS), [0] * len(RANK_PREFIX_HINTS))
-        self._prefixes_scratch = hyperscan.Scratch(self._prefixes)
-        self._maybe = _small_db([MAYBE_PREFIX], [0])
-        self._maybe_scratch = hyperscan.Scratch(self._maybe)
+        #: ``MAYBE_PREFIX`` (id 0) and the census hints, in one pass over a source's first bytes (``_probe``)
+        self._probe_db = _small_db([MAYBE_PREFIX, *RANK_PREFIX_HINTS], [0] * (1 + len(RANK_PREFIX_HINTS)))
+        self._probe_scratch = hyperscan.Scratch(self._probe_db)
+        self._probe_kept: tuple[bytes, tuple[list[int], list[int]]] | None = None
         self._hint = _small_db(list(STAMP_HINTS), [hyperscan.HS_FLAG_MULTILINE if multi else 0
                                                    for _, multi in dialects.stamp_hints()])
         self._hint_scratch = hyperscan.Scratch(self._hint)
@@ -1109,20 +1109,21 @@ class WindowFinder:
         return _line_starts(data, ends)
 
     def classify(self, data: bytes, max_marks: int
-                 ) -> tuple[list[tuple[int, int, int]], list[int] | None, list[int], int]:
-        """One pass over a window: the progress marks as (line start, mark start, mark end) -- each
-        line's first, as ``re.search`` finds it; the last line is left to the caller when the
-        window does not end with a newline --, the starts of the lines that may carry a prefix
-        (None when more than ``max_marks``), of NCCL lines, and the number of blank lines (not
-        counting the empty piece after a final newline)."""
+                 ) -> tuple[list[int], list[int] | None, list[int], int]:
+        """One pass over a window: the progress marks as mark start, mark end, ... (flat), every match in the
+        order reported (``windows.progress_lines`` makes them each line's first, as ``re.search``
+        finds it), the starts of the lines that may carry a prefix (None when more than
+        ``max_marks``), of NCCL lines, and the number of blank lines (not counting the empty piece
+        after a final newline)."""
         hits: list[list[int]] = [[], [], [], [], []]
-        progress_hits: list[tuple[int, int]] = []
-        n = len(data)
+        progress_hits: list[int] = []
+        progress_append = progress_hits.append
         marks = hits[1]
 
         def on_match(pid: int, start: int, to: int, _flags: int, _ctx: object) -> bool | None:
             if pid == 0:
-                progress_hits.append((start, to))
+                progress_append(start)
+                progress_append(to)
                 return None
             hits[pid].append(to)
             if pid == 1 and len(marks) > max_marks:
@@ -1134,23 +1135,9 @@ class WindowFinder:
         except self._hs.ScanTerminated:
             return [], None, [], 0
         rfind, find = data.rfind, data.find
-
-        def starts(ends: list[int]) -> list[int]:
-            return _line_starts(data, ends)
-
-        progress: list[tuple[int, int, int]] = []
-        last_line = rfind(b"\n") + 1 if not data.endswith(b"\n") else n
-        by_line: dict[int, tuple[int, int]] = {}
-        for start, to in progress_hits:
-            if start >= last_line:
-                continue  # an unterminated last line: its end is an end of buffer (see EMPTY_LINE)
-            ls = rfind(b"\n", 0, start) + 1
-            got = by_line.get(ls)
-            if got is None or start < got[0]:
-                by_line[ls] = (start, to)
-        progress = [(ls, a, b) for ls, (a, b) in sorted(by_line.items())]
+        n = len(data)
         mark_starts = sorted({rfind(b"\n", 0, to - 1) + 1 for to in marks})
-        nccl = starts(hits[2])
+        nccl = _line_starts(data, hits[2])
         # lines of data (without its final newline) that are empty or only ASCII whitespace: those
         # between two newlines, and the first and the unterminated last line checked here
         count = len(hits[3]) + len(hits[4])
@@ -1161,31 +1148,37 @@ class WindowFinder:
             last = data[rfind(b"\n") + 1:]
             if last and not last.strip():
                 count += 1
-        return progress, mark_starts, nccl, count
+        return progress_hits, mark_starts, nccl, count
 
     def maybe_prefix_lines(self, data: bytes) -> list[int]:
         """Starts of the lines of ``data`` (line 0 not included) where ``MAYBE_PREFIX`` matches
         (from the newline before them; it holds no other newline), in order."""
-        ends: list[int] = []
-        append = ends.append
-
-        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            append(to)
-
-        self._maybe.scan(data, match_event_handler=on_match, scratch=self._maybe_scratch)
-        rfind = data.rfind
-        return sorted({rfind(b"\n", 0, to - 1) + 1 for to in ends})
+        return self._probe(data)[0]
 
     def prefix_lines(self, data: bytes) -> list[int]:
         """Starts of the lines that may begin with an srun label or a ``[rankN]:`` tag (line 0 not included)."""
-        ends: list[int] = []
+        return self._probe(data)[1]
 
-        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            ends.append(to)
+    def _probe(self, data: bytes) -> tuple[list[int], list[int]]:
+        """``maybe_prefix_lines`` and ``prefix_lines`` of ``data`` from one pass: the census of a rank's
+        file (``statements.check_writers``) and the test of whether it is one writer's
+        (``windows.one_writers``) read the same first bytes of a source, the same bytes object (the
+        last answer is kept for it)."""
+        kept = self._probe_kept
+        if kept is not None and kept[0] is data:
+            return kept[1]
+        maybe: list[int] = []
+        census: list[int] = []
 
-        self._prefixes.scan(data, match_event_handler=on_match, scratch=self._prefixes_scratch)
+        def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            (maybe if pid == 0 else census).append(to)
+
+        self._probe_db.scan(data, match_event_handler=on_match, scratch=self._probe_scratch)
         rfind = data.rfind
-        return sorted({rfind(b"\n", 0, to - 1) + 1 for to in ends})
+        found = (sorted({rfind(b"\n", 0, to - 1) + 1 for to in maybe}),
+                 sorted({rfind(b"\n", 0, to - 1) + 1 for to in census}))
+        self._probe_kept = (data, found)
+        return found
 
     def first_hint(self, data: bytes, pos: int) -> int:
         """Offset of the first stamp hint at or after ``pos`` (in a line starting there or later), or -1."""

@@ -35,6 +35,8 @@ _WRITER_GROUPS = dialects.prefix_groups()["rank"] + dialects.prefix_groups()["ta
 _CENSUS_HINTS = re.compile(b"|".join(dialects.census_hints()))
 #: torchrun's --tee tag of a node's worker at a line start ("[default3]:", behind an srun label)
 _LOCAL_TAG_NL = re.compile(rb"\n(?:\s{0,6}\d{1,6}: )?\[(?!rank\d)[A-Za-z_]+(\d{1,5})\]:")
+#: how every tag ends (``re`` finds it several times faster than ``bytes.find``: memchr on its first byte)
+_TAG_END = re.compile(rb"\]:")
 
 _TABLE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _TABLE_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
@@ -118,6 +120,8 @@ def line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
 
 def several_local_tags(text: bytes) -> bool:
     """Whether lines of ``text`` carry two different --tee tags ([default0]:, [default1]:)."""
+    if _TAG_END.search(text) is None:  # (every tag ends so: a file without one is not looked at line by line)
+        return False
     first = _LOCAL_TAG_NL.match(b"\n" + text[:200])
     seen = {first.group(1)} if first else set()
     for m in _LOCAL_TAG_NL.finditer(text):

@@ -12,9 +12,10 @@ matches.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from correlator.extract.dialects import stamp_hints
 from correlator.extract.lines import (
@@ -48,6 +49,10 @@ TAIL_SIZES_ONE = (128 << 10, 512 << 10)
 #: host, 16 steps a rank are ~100 per host, plenty, while every step of 3 MiB of log made ~1 M
 #: anchors in a 4096-rank job (32 a window still cost the global stage ~0.5 s there).
 ANCHORS_PER_WINDOW = 8
+#: what a progress line after the head's first stamped one must name to count (``Windows.facts``); the
+#: progress match of most lines starts with one of them, else ``global_``/``global `` and one of them
+_WORDS = (b"step", b"iter", b"Step")
+_GLOBAL = (b"global_", b"global ")
 #: lines read one by one from either end before the stamp hints are used to skip ahead
 _FAST_PROBE_LINES = 32
 #: more prefixed lines than this in a window: a combined stream, read line by line
@@ -57,10 +62,28 @@ _FAST_MAX_PREFIXED = 4096
 _ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _STAMP_HINTS_B = tuple(re.compile(h, re.M if multi else 0) for h, multi in stamp_hints())
 
-#: what the fast path learns of a window's bytes (``scan_window``): the prefixed writers' lines,
-#: their prefixes, the set of those lines, the progress lines by writer, the NCCL lines, the blank lines
-WindowScan = tuple[dict[tuple, list[int]], dict[tuple, Prefix], set[int], dict[tuple, list[tuple[int, int, int]]],
-                   list[int], int]
+#: a writer's progress lines in a window, in line order: their starts, their steps, and where their
+#: first ``PROGRESS`` match starts
+Progress = tuple[list[int], list[int], list[int]]
+
+
+class WindowScan(NamedTuple):
+    """What the fast path learns of a window's bytes (``scan_window``)."""
+
+    #: the prefixed writers' lines, their prefixes, and the set of those lines
+    other: dict[tuple, list[int]]
+    who_of: dict[tuple, Prefix]
+    excluded: set[int]
+    #: the progress lines by writer
+    progress: dict[tuple, Progress]
+    nccl_lines: list[int]
+    #: the blank lines, the newlines
+    blank: int
+    newlines: int
+    #: the kinds of launcher prefix (``MAYBE_PREFIX_RE``'s text) of its lines, as ``one_writers`` sees them
+    kinds: set[bytes]
+    #: whether a ``PROGRESS_EXACT`` match was found (then ``PROGRESS.search`` finds one)
+    any_progress: bool
 
 
 @dataclass
@@ -113,25 +136,133 @@ def one_writers(data: bytes, hyperscan: bool) -> bool:
     return True
 
 
-def ansi_hides_nothing(data: bytes) -> bool:
-    """Whether the fast window path may read ``data`` with its ANSI codes in place: on no line do
-    the codes hide a launcher prefix or a stamp from the byte hints (the lines the hints find are
-    parsed with the codes removed, as the line-by-line loop parses every line; progress markers
-    are found in the raw bytes by both paths)."""
+def _esc_lines(data: bytes, lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(start, bytes) of each line of ``data`` holding an ESC byte that starts in ``[lo, hi)``."""
     n = len(data)
-    i = data.find(b"\x1b")
-    while i >= 0:
-        s = data.rfind(b"\n", 0, i) + 1
-        e = data.find(b"\n", i)
+    hi = n if hi is None else hi
+    find, rfind = data.find, data.rfind
+    i = find(b"\x1b", lo)
+    while 0 <= i:
+        s = rfind(b"\n", 0, i) + 1
+        if s >= hi:
+            return
+        e = find(b"\n", i)
         e = n if e < 0 else e
-        raw = data[s:e]
+        if s >= lo:
+            yield s, data[s:e]
+        i = find(b"\x1b", e)
+
+
+def ansi_hides_no_prefix(data: bytes) -> bool:
+    """Whether no line's ANSI codes hide a launcher prefix from ``MAYBE_PREFIX_RE`` (which the fast
+    window path looks for in the raw bytes, where the line-by-line loop parses every line with the
+    codes removed). The lines with codes are joined and stripped at once: no code spans a newline,
+    and each ``MAYBE_PREFIX_RE`` match lies in the line after its newline."""
+    lines = [raw for _s, raw in _esc_lines(data)]
+    if not lines:
+        return True
+    bare = _ANSI_B.sub(b"", b"\n" + b"\n".join(lines))
+    if MAYBE_PREFIX_RE.search(bare) is None:
+        return True
+    # (rare: a line that may hold a prefix once stripped) -- line by line, as the loop reads it
+    match = MAYBE_PREFIX_RE.match
+    return not any(match(b"\n" + _ANSI_B.sub(b"", raw)) and not match(b"\n" + raw) for raw in lines)
+
+
+def ansi_hides_stamp(data: bytes, lo: int, hi: int) -> bool:
+    """Whether a line starting in ``data[lo:hi]`` has ANSI codes that hide a stamp from the byte hints
+    (the hints find none in its bytes, but would once the codes are removed): the fast path skips
+    lines by the hints (``WindowFinder.first_hint``/``last_hint``), where the line-by-line loop
+    parses every line with the codes removed."""
+    for _s, raw in _esc_lines(data, lo, hi):
         bare = _ANSI_B.sub(b"", raw)
-        if MAYBE_PREFIX_RE.match(b"\n" + bare) and not MAYBE_PREFIX_RE.match(b"\n" + raw):
-            return False
         if any(h.search(bare) for h in _STAMP_HINTS_B) and not any(h.search(raw) for h in _STAMP_HINTS_B):
-            return False
-        i = data.find(b"\x1b", e)
-    return True
+            return True
+    return False
+
+
+def ansi_hides_nothing(data: bytes) -> bool:
+    """Whether the fast window path may read ``data`` with its ANSI codes in place as far as the whole
+    window goes: no line's codes hide a launcher prefix or a stamp from the byte hints (the lines the
+    hints find are parsed with the codes removed, as the line-by-line loop parses every line;
+    progress markers are found in the raw bytes by both paths). The fast path itself asks only about
+    prefixes here, and about stamps for the lines its hint search passes over."""
+    return ansi_hides_no_prefix(data) and not ansi_hides_stamp(data, 0, len(data))
+
+
+class _Hidden(Exception):
+    """A line the stamp hints pass over has a stamp its ANSI codes hide from them (``Windows.facts_fast``)."""
+
+
+_NUMPY: Any = None
+
+
+def _numpy() -> Any:
+    global _NUMPY
+    if _NUMPY is None:
+        from correlator.extract import reader
+
+        reader.warm_up()
+        _NUMPY = reader._np
+        if _NUMPY:
+            _numpy_tables()
+    return _NUMPY
+
+
+_BACK = _BACK_INDEX = _TENS = None  # (``progress_lines``' tables, made with numpy on first use)
+
+
+def _numpy_tables() -> None:
+    """``progress_lines``' constant arrays: how far back of a match's end each byte looked at lies,
+    their index, and the power of ten of a digit there (a step has at most 9 digits: 10 bytes back)."""
+    global _BACK, _BACK_INDEX, _TENS
+    np = _NUMPY
+    _BACK = np.arange(1, 11, dtype=np.int64)
+    _BACK_INDEX = np.arange(10, dtype=np.int64)
+    _TENS = 10 ** np.arange(10, dtype=np.int64)
+
+
+def progress_lines(data: bytes, hits: list[int]) -> tuple[Progress, int]:
+    """The progress lines of ``data`` from the window finder's ``PROGRESS_EXACT`` matches ``hits``
+    (start, end, start, end, ...): each line's first match, as ``PROGRESS.search`` finds it on the
+    line, and its step -- the digit run that ends the match (the words and separators before it hold
+    no digit, and the run is at most 9 digits) --; not the lines whose match is a job step
+    (``SLURM_STEP_TAIL``), nor an unterminated last line (its end is an end of buffer: the caller
+    reads it with the exact pattern). Returned as (line starts, steps, match starts), in line order,
+    with the number of newlines in ``data``. numpy over the matches (a 128 KiB window of a
+    DeepSpeed log holds 300): no Python step per line."""
+    np = _numpy()
+    raw = np.frombuffer(data, np.uint8)
+    if not hits:
+        return ([], [], []), int(np.count_nonzero(raw == 10))
+    h = np.array(hits, dtype=np.int64).reshape(-1, 2)
+    if len(h) > 1 and not bool((h[1:, 0] >= h[:-1, 0]).all()):
+        h = h[np.argsort(h[:, 0], kind="stable")]
+    newlines = np.flatnonzero(raw == 10)
+    line = np.searchsorted(newlines, h[:, 0])  # newlines before each match: its line's index
+    first = np.empty(len(line), dtype=bool)
+    first[0] = True
+    np.not_equal(line[1:], line[:-1], out=first[1:])
+    first &= line < len(newlines)  # (an unterminated last line: left to the caller)
+    h, line = h[first], line[first]
+    if not len(h):
+        return ([], [], []), len(newlines)
+    starts = np.where(line > 0, newlines[line - 1] + 1, 0)
+    ends = h[:, 1]
+    # the digits before each match's end, last first (a run has at most 9: the 10th byte back is not one)
+    back = raw[np.maximum(ends[:, None] - _BACK, 0)] - np.uint8(48)
+    count = (back < 10).argmin(axis=1)
+    digits = back.astype(np.int64)
+    digits[_BACK_INDEX >= count[:, None]] = 0
+    steps = digits @ _TENS
+    dots = np.flatnonzero(raw[np.minimum(ends, len(raw) - 1)] == 46)
+    if len(dots):  # "*** STEP 612604.0 ON node14": not progress
+        keep = np.ones(len(h), dtype=bool)
+        for i in dots.tolist():
+            if ends[i] < len(raw) and SLURM_STEP_TAIL.match(data, int(ends[i])):
+                keep[i] = False
+        starts, steps, h = starts[keep], steps[keep], h[keep]
+    return (starts.tolist(), steps.tolist(), h[:, 0].tolist()), len(newlines)
 
 
 def scan_window(data: bytes, finder: Any, start: int = 0, prev: WindowScan | None = None) -> WindowScan | None:
@@ -139,19 +270,30 @@ def scan_window(data: bytes, finder: Any, start: int = 0, prev: WindowScan | Non
     the prefixed writers' lines, the progress lines by writer, the NCCL lines and the number of
     blank lines; None when too many lines carry prefixes (a combined stream). With ``prev``, the
     result for ``data[:start]`` (``start`` a line start), only ``data[start:]`` is looked at."""
-    progress_starts, marks, nccl_lines, blank = finder.classify(data[start:] if start else data, _FAST_MAX_PREFIXED)
+    view = data[start:] if start else data
+    hits, marks, nccl_lines, blank = finder.classify(view, _FAST_MAX_PREFIXED)
     if marks is None:
         return None
     if start:
-        progress_starts = [(a + start, b + start, c + start) for a, b, c in progress_starts]
         marks = [m + start for m in marks]
         nccl_lines = [x + start for x in nccl_lines]
         if MAYBE_PREFIX_RE.match(data, start - 1):  # the slice's first line (after a newline)
             marks.insert(0, start)
     elif MAYBE_PREFIX_RE.match(b"\n" + data[:1 << 16]):
         marks.insert(0, 0)
-    if len(marks) + (len(prev[2]) if prev is not None else 0) > _FAST_MAX_PREFIXED:
+    if len(marks) + (len(prev.excluded) if prev is not None else 0) > _FAST_MAX_PREFIXED:
         return None
+    # the prefix kinds as ``one_writers`` tells them (its first line from its first 256 bytes)
+    kinds: set[bytes] = set()
+    match = MAYBE_PREFIX_RE.match
+    if not start:
+        first = match(b"\n" + data[:256])
+        if first is not None:
+            kinds.add(first.group(0))
+    for s in marks:
+        m = match(data, s - 1) if s else None
+        if m is not None:
+            kinds.add(m.group(0))
     n = len(data)
     plain = NO_PREFIX.key
 
@@ -163,6 +305,7 @@ def scan_window(data: bytes, finder: Any, start: int = 0, prev: WindowScan | Non
     other: dict[tuple, list[int]] = {}
     who_of: dict[tuple, Prefix] = {}
     excluded: set[int] = set()
+    key_of: dict[int, tuple] = {}
     for s in marks:
         s, e = span(s)
         raw = data[s:e]
@@ -172,36 +315,50 @@ def scan_window(data: bytes, finder: Any, start: int = 0, prev: WindowScan | Non
         if prefix.key == plain:
             continue
         excluded.add(s)
+        key_of[s] = prefix.key
         other.setdefault(prefix.key, []).append(s)
         who_of.setdefault(prefix.key, prefix)
-    # progress lines by writer: (line start, step, line end) where ``PROGRESS`` matches; the
-    # step is the digit run that ends the line's first match
-    progress: dict[tuple, list[tuple[int, int, int]]] = {}
-    digits = b"0123456789"
-    for s, _a, b in progress_starts:
-        if SLURM_STEP_TAIL.match(data, b):
-            continue
-        d = b
-        while d > _a and data[d - 1] in digits:
-            d -= 1
-        e = data.find(b"\n", b)
-        k = parse_line(data[s:e])[0].key if s in excluded else plain
-        progress.setdefault(k, []).append((s, int(data[d:b]), n if e < 0 else e))
+    # progress lines by writer: each line's first ``PROGRESS`` match and its step
+    (starts, steps, at), newlines = progress_lines(view, hits)
+    any_progress = bool(hits)
+    if start:
+        starts = [x + start for x in starts]
+        at = [x + start for x in at]
+    progress: dict[tuple, Progress] = {}
+    theirs = {i for s in key_of for i in [bisect_left(starts, s)] if i < len(starts) and starts[i] == s}
+    if theirs:  # progress lines of prefixed writers (few: the lines were few)
+        for i, (s, step, a) in enumerate(zip(starts, steps, at)):
+            ls, st, aa = progress.setdefault(key_of[s] if i in theirs else plain, ([], [], []))
+            ls.append(s)
+            st.append(step)
+            aa.append(a)
+    elif starts:
+        progress[plain] = (starts, steps, at)
     if not data.endswith(b"\n"):  # the unterminated last line, with the exact pattern
         s = data.rfind(b"\n") + 1
         pm = PROGRESS.search(data, s)
         if pm is not None and not SLURM_STEP_TAIL.match(data, pm.end()):
-            k = parse_line(data[s:])[0].key if s in excluded else plain
-            progress.setdefault(k, []).append((s, int(pm.group(1)), n))
+            ls, st, aa = progress.setdefault(key_of.get(s, plain), ([], [], []))
+            ls.append(s)
+            st.append(int(pm.group(1)))
+            aa.append(pm.start())
     if prev is not None:  # the lines before ``start`` come first
-        p_other, p_who, p_excluded, p_progress, p_nccl, p_blank = prev
+        p_other, p_who, p_excluded, p_progress, p_nccl, p_blank, p_newlines, p_kinds, p_any = prev
         other = {k: p_other.get(k, []) + other.get(k, []) for k in {**p_other, **other}}
         who_of = {**who_of, **p_who}
         excluded = p_excluded | excluded
-        progress = {k: p_progress.get(k, []) + progress.get(k, []) for k in {**p_progress, **progress}}
+        joined: dict[tuple, Progress] = {}
+        for k in {**p_progress, **progress}:
+            a0, b0, c0 = p_progress.get(k, ([], [], []))
+            a1, b1, c1 = progress.get(k, ([], [], []))
+            joined[k] = (a0 + a1, b0 + b1, c0 + c1)
+        progress = joined
         nccl_lines = p_nccl + nccl_lines
         blank = p_blank + blank
-    return other, who_of, excluded, progress, nccl_lines, blank
+        newlines = p_newlines + newlines
+        kinds = p_kinds | kinds
+        any_progress = p_any or any_progress
+    return WindowScan(other, who_of, excluded, progress, nccl_lines, blank, newlines, kinds, any_progress)
 
 
 class Windows:
@@ -220,6 +377,8 @@ class Windows:
         #: the window finder's last look: ((base offset, length) of the bytes, what it found there);
         #: a small source's head and tail windows are the same bytes, looked at once
         self.window_scan: tuple[tuple[int, int], WindowScan | None] | None = None
+        #: whether the head's first N bytes hold a progress line, for the sizes of HEAD_SIZES_ONE asked
+        self.head_progress: dict[int, bool] = {}
 
     @property
     def src(self) -> SourceInfo:
@@ -227,14 +386,31 @@ class Windows:
 
     # --- the bytes kept ---------------------------------------------------------------------------
 
-    def add_head(self, data: bytes, begin: int, end: int) -> None:
-        """The next bytes of a region, for the head window (read when it is full)."""
+    def add_head(self, data: bytes, begin: int, end: int, first: bytes | None = None) -> None:
+        """The next bytes of a region, for the head window (read when it is full); ``first``, when
+        given, is ``data[begin:begin + ONE_WRITER_PROBE]`` (cut at ``end``) already copied out for the
+        writers' census: the same object is the head's start, so the window finder looks at it once."""
         if self.head_done:  # (the head window does not depend on the scan)
             return
-        self.head += data[begin:min(end, begin + HEAD_BYTES - len(self.head))]
-        if len(self.head) >= self.head_limit():
-            self.flush_head()
-            self.head_done = True
+        if first is not None and not self.head:
+            self.head = first
+            begin += len(first)
+        # copied only as far as the next decision needs: a one-writer source's head is judged on its
+        # first ONE_WRITER_PROBE bytes and is then at most that big (a whole rank's file was copied
+        # here up to HEAD_BYTES, for its first 64 KiB)
+        pos = begin
+        while True:
+            judged = self.one_writer is not None
+            take = min(end - pos, (HEAD_BYTES if judged else ONE_WRITER_PROBE) - len(self.head))
+            if take > 0:
+                self.head += data[pos:pos + take]
+                pos += take
+            if len(self.head) >= self.head_limit():  # (which judges the probe once it is full)
+                self.flush_head()
+                self.head_done = True
+                return
+            if pos >= end or (take <= 0 and judged):
+                return
 
     def add_tail(self, data: bytes, begin: int, end: int, whole: bool) -> None:
         """Keep the last TAIL_BYTES of the source after the region ``data[begin:end]``; ``whole``:
@@ -270,13 +446,31 @@ class Windows:
         if not self.one_writer:
             return HEAD_BYTES
         for size in HEAD_SIZES_ONE:
-            if len(self.head) < size or PROGRESS.search(self.head, 0, size):
+            if len(self.head) < size:
+                return size
+            # (the head's first ``size`` bytes do not change as it grows: asked once per size)
+            has = self.head_progress.get(size)
+            if has is None:
+                has = self.head_progress[size] = self._progress_in_head(size)
+            if has:
                 return size
         return HEAD_BYTES
 
-    def tail_window(self) -> bytes:
+    def _progress_in_head(self, size: int) -> bool:
+        """``PROGRESS.search(self.head, 0, size)``, asked first of the window finder's look at the head
+        window this size would make (which ``facts_fast`` then reads): a progress match it finds is one
+        that search finds (only without one is the search made)."""
+        scanned = self._scan(self._head_window(size), 0)
+        if scanned is not None and scanned.any_progress:
+            return True
+        return PROGRESS.search(self.head, 0, size) is not None
+
+    def tail_window(self, end_offset: int) -> bytes:
         """The tail window from the last ``TAIL_BYTES`` kept: for a source of one writer, the last of
-        ``TAIL_SIZES_ONE`` bytes (from a line start) that hold a progress line and are one writer's."""
+        ``TAIL_SIZES_ONE`` bytes (from a line start) that hold a progress line and are one writer's.
+        (``end_offset``: the source offset after its last byte.) With the window finder, whether a
+        short window is one writer's and holds progress is read from the same pass that reads its
+        facts next (``scan_window``)."""
         tail = self.tail
         if self.one_writer is False:
             return own(tail)
@@ -285,17 +479,46 @@ class Windows:
                 return own(tail)
             short = own(tail[-size:])
             short = short[short.find(b"\n") + 1:]
-            if not one_writers(short, self.ctx.hyperscan):
+            scanned = self._scan(short, end_offset - len(short))
+            if scanned is not None:
+                one, has = len(scanned.kinds) <= 1, scanned.any_progress or PROGRESS.search(short) is not None
+            else:
+                one = one_writers(short, self.ctx.hyperscan)
+                has = one and PROGRESS.search(short) is not None
+            if not one:
                 return own(tail)
-            if PROGRESS.search(short):
+            if has:
                 return short
         return own(tail)
 
+    def _scan(self, data: bytes, base_offset: int) -> WindowScan | None:
+        """The window finder's look at ``data`` (at ``base_offset``), kept for ``facts_fast``: made
+        once for the same bytes (a small source's head and tail windows are the same bytes), and for
+        the head of a source under 2 MiB only the rest of its tail window is new. None without the
+        window finder, or for a combined stream."""
+        if not self.ctx.hyperscan or not data or not _numpy():
+            return None
+        from correlator.extract.scan import window_finder
+
+        finder = window_finder()
+        if finder is None:
+            return None
+        ws = self.window_scan
+        if ws is None or ws[0] != (base_offset, len(data)):
+            prev = ws[1] if ws is not None and ws[0][0] == base_offset and ws[0][1] < len(data) \
+                and ws[1] is not None and data[ws[0][1] - 1:ws[0][1]] == b"\n" else None
+            scanned = scan_window(data, finder, ws[0][1] if ws is not None and prev is not None else 0, prev)
+            ws = self.window_scan = ((base_offset, len(data)), scanned)
+        return ws[1]
+
     def flush_head(self) -> None:
-        head = self.head[:self.head_limit()]
-        cut = head.rfind(b"\n") + 1
-        self.facts(head[:cut] if cut else head, 0, head=True)
+        self.facts(self._head_window(self.head_limit()), 0, head=True)
         self.head = b""
+
+    def _head_window(self, size: int) -> bytes:
+        """The head's first ``size`` bytes up to their last newline (all of them without one)."""
+        cut = self.head.rfind(b"\n", 0, size) + 1
+        return self.head[:cut] if cut else self.head[:size]
 
     def finish(self, end_offset: int) -> None:
         """Read what is left: the head window if the source ended before it was full, the tail window
@@ -303,7 +526,7 @@ class Windows:
         if not self.head_done:
             self.flush_head()
         if self.tail:
-            tail = self.tail_window()
+            tail = self.tail_window(end_offset)
             self.facts(tail, end_offset - len(tail), head=False)
 
     def streams(self, lines_total: int) -> list[StreamFacts]:
@@ -383,34 +606,28 @@ class Windows:
     # and for a job of many small files, every line twice. When no line of the window can carry a
     # launcher prefix (one writer: the usual one-file-per-rank case) the same facts follow from far
     # fewer lines: the first stamped line, the last non-blank and the last stamped line, and the
-    # lines holding a progress marker, found by Hyperscan; only those are decoded and parsed, with
-    # the same functions. Windows with prefixes, ANSI codes that hide a prefix or a stamp from the byte
-    # hints (``ansi_hides_nothing``), or without Hyperscan take the loop above.
+    # lines holding a progress marker, found by Hyperscan; only the lines a fact is read from are
+    # decoded and parsed, with the same functions. Windows with prefixes, ANSI codes that hide a
+    # prefix (``ansi_hides_no_prefix``) or a stamp among the lines the stamp hints pass over
+    # (``ansi_hides_stamp``), or without Hyperscan take the loop above.
 
     def facts_fast(self, data: bytes, base_offset: int, head: bool) -> bool:
         """``facts`` for a window whose lines mostly carry no launcher prefix; False if the
-        window is not like that (the caller then runs the line-by-line loop)."""
-        if not self.ctx.hyperscan or not data or (b"\x1b" in data and not ansi_hides_nothing(data)):
+        window is not like that (the caller then runs the line-by-line loop, and nothing was changed)."""
+        if b"\x1b" in data and self.ctx.hyperscan and not ansi_hides_no_prefix(data):
+            return False
+        scanned = self._scan(data, base_offset)
+        if scanned is None:
             return False
         from correlator.extract.scan import window_finder
 
         finder = window_finder()
-        if finder is None:
-            return False
+        assert finder is not None  # (the scan was made with it)
         writers, anchors = self.writers, self.anchors
-        # a small source's head and tail windows are the same bytes: look at them once
-        # (and the head of a source under 2 MiB is the start of its tail window: only the rest is new)
-        ws = self.window_scan
-        if ws is None or ws[0] != (base_offset, len(data)):
-            prev = ws[1] if ws is not None and ws[0][0] == base_offset and ws[0][1] < len(data) \
-                and ws[1] is not None and data[ws[0][1] - 1:ws[0][1]] == b"\n" else None
-            scanned = scan_window(data, finder, ws[0][1] if ws is not None and prev is not None else 0, prev)
-            ws = self.window_scan = ((base_offset, len(data)), scanned)
-        if ws[1] is None:
-            return False
-        other, who_of, excluded, progress, nccl_lines, blank_lines = ws[1]
+        other, who_of, excluded, progress, nccl_lines, blank_lines, newlines, _kinds, _any = scanned
         n = len(data)
         plain = NO_PREFIX.key
+        esc = b"\x1b" in data
 
         def span(s: int) -> tuple[int, int]:
             e = data.find(b"\n", s)
@@ -451,9 +668,12 @@ class Windows:
                     break
             while pos < n:  # then only lines with a stamp hint can have a stamp
                 h = finder.first_hint(data, pos)
+                ls = data.rfind(b"\n", 0, h) + 1 if h >= 0 else n
+                if esc and ansi_hides_stamp(data, pos, ls):
+                    raise _Hidden
                 if h < 0:
                     return None
-                ls, le = span(data.rfind(b"\n", 0, h) + 1)
+                ls, le = span(ls)
                 if ls not in excluded and stamp(ls) is not None:
                     return ls
                 pos = le + 1
@@ -473,17 +693,28 @@ class Windows:
             end -= 1
             while end > 0:
                 h = finder.last_hint(data, end)
+                ls = data.rfind(b"\n", 0, h) + 1 if h >= 0 else 0
+                if esc and ansi_hides_stamp(data, span(ls)[1] + 1 if h >= 0 else 0, end + 1):
+                    raise _Hidden
                 if h < 0:
                     return None
-                ls, _le = span(data.rfind(b"\n", 0, h) + 1)
                 if ls not in excluded and stamp(ls) is not None:
                     return ls
                 end = ls - 1
             return None
 
+        # the plain writer's first (head) or last (tail) stamped line, before anything is changed: a
+        # stamp the hints cannot see sends the window to the loop
+        plain_first = next(plain_lines_forward(), None)
+        plain_at: int | None = None
+        if plain_first is not None:
+            try:
+                plain_at = plain_first_stamp() if head else plain_last_stamp()
+            except _Hidden:
+                return False
+
         # writers, created in the order of their first non-blank line
         first_line: dict[tuple, int] = {k: ls[0] for k, ls in other.items()}
-        plain_first = next(plain_lines_forward(), None)
         if plain_first is not None:
             first_line[plain] = plain_first
         for k in sorted(first_line, key=first_line.__getitem__):
@@ -512,9 +743,10 @@ class Windows:
         for k in first_line:
             w = writers[k]
             mine = other.get(k)
+            lines, steps, marks = progress.get(k, ([], [], []))
             if head:
                 if mine is None:
-                    f_at = plain_first_stamp()
+                    f_at = plain_at
                 else:
                     f_at = next((s for s in mine if stamp(s) is not None), None)
                 if f_at is None:
@@ -524,19 +756,15 @@ class Windows:
                 if w.first_ns is None or f_p.time_ns < w.first_ns:
                     w.first_ns = f_p.time_ns
                 # progress counts on the first stamped line, and after it on lines naming step/iter/Step
-                eligible = [(s, step, e) for s, step, e in progress.get(k, ())
-                            if s == f_at or (s > f_at and (data.find(b"step", s, e) >= 0
-                                                           or data.find(b"iter", s, e) >= 0
-                                                           or data.find(b"Step", s, e) >= 0))]
-                new += self._progress_facts(w, k, eligible, stamp, head=True, who_at=who_at,
+                lines, steps = self._after_first_stamp(data, f_at, lines, steps, marks)
+                new += self._progress_facts(w, k, lines, steps, stamp, head=True, who_at=who_at,
                                             base_offset=base_offset)
                 continue
             if mine is None:
-                body_end = n - 1 if data.endswith(b"\n") else n
-                total = data.count(b"\n", 0, body_end) + 1 - blank_lines
+                total = newlines - data.endswith(b"\n") + 1 - blank_lines  # (the lines of data[:-1] if it ends one)
                 count = total - sum(len(v) for v in other.values())
                 last_line = next(plain_lines_backward(), None)
-                l_at = plain_last_stamp()
+                l_at = plain_at
             else:
                 count = len(mine)
                 last_line = mine[-1]
@@ -549,24 +777,48 @@ class Windows:
                 p = stamp(l_at)
                 assert p is not None
                 w.last_ns = p.time_ns
-            new += self._progress_facts(w, k, progress.get(k, []), stamp, head=False, who_at=who_at,
+            new += self._progress_facts(w, k, lines, steps, stamp, head=False, who_at=who_at,
                                         base_offset=base_offset)
         add_anchors(anchors, [(akey, anchor) for _s, _step, akey, anchor in sorted(new, key=lambda x: x[0])], head)
         return True
 
-    def _progress_facts(self, w: Writer, key: tuple, progress: list[tuple[int, int, int]],
+    @staticmethod
+    def _after_first_stamp(data: bytes, f_at: int, lines: list[int], steps: list[int], marks: list[int]
+                           ) -> tuple[list[int], list[int]]:
+        """The head's progress lines that count: the first stamped line's, and those after it that
+        name step, iter or Step (most say it where their progress match starts)."""
+        i = bisect_left(lines, f_at)
+        out_lines: list[int] = []
+        out_steps: list[int] = []
+        startswith, find = data.startswith, data.find
+        for j in range(i, len(lines)):
+            s, m = lines[j], marks[j]
+            if s != f_at and not startswith(_WORDS, m) and not (startswith(_GLOBAL, m) and startswith(_WORDS, m + 7)):
+                e = find(b"\n", s)
+                e = len(data) if e < 0 else e
+                if find(b"step", s, e) < 0 and find(b"iter", s, e) < 0 and find(b"Step", s, e) < 0:
+                    continue
+            out_lines.append(s)
+            out_steps.append(steps[j])
+        return out_lines, out_steps
+
+    def _progress_facts(self, w: Writer, key: tuple, lines: list[int], steps: list[int],
                         stamp: Callable[[int], Parsed | None], head: bool,
                         who_at: Callable[[tuple, int], Who], base_offset: int = 0
                         ) -> list[tuple[int, str, tuple, Anchor]]:
-        """The last step and the new step anchors of one writer from its progress lines, as the
-        line-by-line loop would find them, parsing as few stamps as that allows. Anchors are
-        returned with their line offsets, for the caller to insert in line order."""
-        if not progress:
+        """The last step and the new step anchors of one writer from its progress lines (their starts
+        and steps, in line order), as the line-by-line loop would find them, parsing as few stamps as
+        that allows. Anchors are returned with their line offsets, for the caller to insert in line order."""
+        if not lines:
             return []
         anchors = self.anchors
         by_step: dict[int, list[int]] = {}
-        for s, step, _end in progress:
-            by_step.setdefault(step, []).append(s)
+        for s, step in zip(lines, steps):
+            at = by_step.get(step)
+            if at is None:
+                by_step[step] = [s]
+            else:
+                at.append(s)
         # last step: the largest step of the lines that count (in the head only stamped ones count),
         # with the time of the last such line that has it
         for step in sorted(by_step, reverse=True):
@@ -583,13 +835,18 @@ class Windows:
                 continue
             break
         # anchors: each new step's first stamped line; only the first (head) or last (tail)
-        # ANCHORS_PER_WINDOW of them by line are kept, so steps are visited from that end and the
-        # visit stops once no further step can place an anchor among them
+        # ANCHORS_PER_WINDOW of them by line are kept, so steps are visited from that end (by their
+        # first line, or their last) and the visit stops once no further step can place an anchor among them
         limit = ANCHORS_PER_WINDOW
-        steps = [(st, ss) for st, ss in by_step.items() if ("step", str(st), key) not in anchors]
-        steps.sort(key=(lambda x: x[1][0]) if head else (lambda x: -x[1][-1]))
+        order = by_step if head else dict.fromkeys(reversed(steps))
         out: list[tuple[int, str, tuple, Anchor]] = []
-        for step, starts in steps:
+        path = self.src.path
+        for step in order:
+            name = str(step)
+            akey = ("step", name, key)
+            if akey in anchors:
+                continue
+            starts = by_step[step]
             if len(out) >= limit:
                 if head and starts[0] > max(o[0] for o in out):
                     break  # its anchor would lie after all kept ones
@@ -598,9 +855,7 @@ class Windows:
             for s in starts:
                 p = stamp(s)
                 if p is not None:
-                    akey = ("step", str(step), key)
-                    out.append((s, str(step), akey, Anchor("step", str(step), who_at(key, s), p.time_ns,
-                                                           self.src.path)))
+                    out.append((s, name, akey, Anchor("step", name, who_at(key, s), p.time_ns, path)))
                     break
             if len(out) > limit:  # keep the window's end of them
                 out.sort(key=lambda o: o[0])

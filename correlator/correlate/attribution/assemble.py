@@ -126,7 +126,7 @@ def groups_and_chain(out: Outcome, counted: Sequence[MatchGroup] = (), rules: di
                 after_root_s=round((e.t - root_t) / NS, 3) if e.t is not None and root_t is not None else None,
                 path=e.m.path, line=e.m.line))
     more: dict[tuple[str, str], list[MatchGroup]] = defaultdict(list)
-    for mg, lab in zip(counted, counted_labels(out, counted)):
+    for mg, lab in zip(counted, counted_labels(out, counted) if counted else ()):
         more[(mg.rule_id, lab.value)].append(mg)
     groups = []
     for rid, label in [*by, *(k for k in more if k not in by)]:
@@ -224,7 +224,9 @@ def rank_rows(out: Outcome, streams: Sequence[StreamFacts], known: set[int],
         r = e.rank
         if r is None:
             continue
-        d = info.setdefault(r, {"host": None, "local": None, "first": None, "last": None, "lines": 0, "step": None})
+        if r not in info:  # (not setdefault: a new dict per event of 50,000)
+            info[r] = {"host": None, "local": None, "first": None, "last": None, "lines": 0, "step": None}
+        d = info[r]
         d["host"] = d["host"] or e.m.who.host
         d["local"] = d["local"] if d["local"] is not None else e.m.who.local_rank
         if e.label is Label.ROOT:

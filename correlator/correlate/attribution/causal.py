@@ -167,7 +167,7 @@ def explanations(cands: Sequence[Ev], all_evs: Sequence[Ev]) -> dict[int, tuple[
     """``id(c)`` -> (the failure that accounts for ``c``, how) over the candidate failures. Visited in
     time order, and only a failure nothing explains explains another (no two failures explain each
     other)."""
-    deaths = [e for e in all_evs if _is_death(e) and e.rule.role is Role.PRIMARY]
+    deaths = [e for e in all_evs if e.rule.role is Role.PRIMARY and _is_death(e)]
     collateral_by_rank: dict[int, list[Ev]] = defaultdict(list)
     for e in all_evs:
         if e.rule.role is Role.COLLATERAL and e.rank is not None:
