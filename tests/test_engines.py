@@ -559,6 +559,10 @@ _LANE_LINES = (
     "2026-03-02 14:01:0{d},000 - data - WARNING - skipping sample {i}",
     "2026-03-02 14:01:0{d},000 - train - ERROR - ValueError: logged {i}",
     "filler line {i} with nothing in it",
+    # lines of other rules that take the lane (a block's lane lines searched rule by rule)
+    "Duplicate GPU detected : rank {d} and rank 0 both on CUDA device f000",
+    "Handling auto-requeue signal: 1{d}",
+    "terminate called after throwing an instance of 'c10::Error'",
 )
 
 

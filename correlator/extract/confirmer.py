@@ -15,9 +15,11 @@ import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
+from itertools import accumulate, compress, filterfalse, repeat
+from operator import add, eq, is_not, itemgetter, sub
 from typing import TYPE_CHECKING
 
 from correlator.extract.lines import (
@@ -82,6 +84,8 @@ CUT_RUN_MIN = 16
 #: the bytes of a line the bulk lane takes (``Confirmer.bulk_lane``): printable ASCII and tabs, which
 #: decoding leaves as they are (no ``\r`` frames, ANSI codes or other control characters)
 _PLAIN_BYTES = bytes([9, *range(0x20, 0x7f)])
+#: and the newline between lines joined
+_PLAIN_LINES = _PLAIN_BYTES + b"\n"
 #: what else keeps a line out of it (``bulk_lane`` looks for them one by one): what may name a host
 #: (``_may_name_host``: `` kernel: `` of a syslog header, `` NCCL `` of an NCCL origin) or be an
 #: embedded launcher prefix (every ``_EMBEDDED_PREFIX`` match holds ``]:`` or ``]<std``)
@@ -94,8 +98,10 @@ BULK_LANE = True
 #: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
 #: less one by one than the lane's searches)
 BULK_MIN_CANDIDATES = KEEP_FIRST
+#: the rule a candidate takes the bulk lane for, and the context rules beside it with their required literals
+_LaneRule = tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]]
 #: what ``Confirmer.lane_rules`` holds for a set of pattern ids not classified yet
-_UNCLASSIFIED: tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] = (-1, ())
+_UNCLASSIFIED: _LaneRule = (-1, ())
 #: whether an event rule's ``all`` patterns are first looked for by Hyperscan over its window
 #: (``scan.WindowFinder.may_match_all``; off, the patterns alone decide: the tests compare both)
 WINDOW_PREFILTER = True
@@ -257,6 +263,72 @@ def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
     """The lines around a failure that may become the root (the traceback above it)."""
     before, after = buf.context(start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
     return tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
+
+
+@dataclass(slots=True)
+class Lane:
+    """What the bulk lane decided of a block's candidates (``Confirmer.bulk_lane``)."""
+
+    #: rule index -> the starts of the lines it confirmed, in line order
+    confirmed: dict[int, list[int]]
+    #: the candidates it left to the one-by-one path, in line order (those it took and no rule
+    #: confirmed need nothing more)
+    rest: list[int]
+
+
+class _Runs:
+    """The bulk lane's confirmed lines of a block as ``Confirmer.process`` meets them: a rule's lines
+    are taken one by one while its matches count among its first KEEP_FIRST (``counts_first``, asked
+    at each line as the one-by-one path asks it), and from its first line that does not on, counted
+    in runs between the lines taken one by one (``take``)."""
+
+    def __init__(self, confirmer: Confirmer, lane: Lane) -> None:
+        rules = confirmer.engine.ruleset.rules
+        self.counts_first = confirmer.counts_first
+        self.lines = lane.confirmed
+        self.rest = lane.rest
+        self.ids = {ri: rules[ri].id for ri in lane.confirmed}
+        #: rule -> index of its next line, while its lines are taken one by one
+        self.open = dict.fromkeys(lane.confirmed, 0)
+        #: rule -> index of its first line not counted yet, once they are counted in runs
+        self.counted: dict[int, int] = {}
+
+    def one_by_one(self) -> Iterator[int]:
+        """The lines for the one-by-one path, in line order: the candidates the lane left, and the
+        lines of the rules whose matches still count among their first."""
+        rest, lines, open_ = self.rest, self.lines, self.open
+        k, n = 0, len(rest)
+        while True:
+            s = rest[k] if k < n else -1
+            who = -1
+            for ri, j in open_.items():
+                t = lines[ri][j]
+                if s < 0 or t < s:
+                    s, who = t, ri
+            if s < 0:
+                return
+            if who < 0:
+                k += 1
+            elif not self.counts_first(self.ids[who], _NO_KEY):
+                self.counted[who] = open_.pop(who)  # this line and the rule's later ones are counted
+                continue
+            elif open_[who] + 1 < len(lines[who]):
+                open_[who] += 1
+            else:
+                del open_[who]
+            yield s
+
+    def take(self, upto: int) -> list[tuple[int, list[int], int, int]]:
+        """(rule, its lines, from, to) of the lines before ``upto`` not counted yet: ``lines[from:to]``."""
+        out = []
+        for ri, a in self.counted.items():
+            got = self.lines[ri]
+            b = bisect_left(got, upto, a)
+            if b > a:
+                out.append((ri, got, a, b))
+        for ri, _got, _a, b in out:
+            self.counted[ri] = b
+        return out
 
 
 class Confirmer:
@@ -515,66 +587,121 @@ class Confirmer:
         return main[0], tuple((ri, tuple(lit.encode() for lit in rs.rules[ri].match.context_requires))
                               for ri in targets if ri != main[0])
 
-    def bulk_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int]) -> dict[int, tuple[int, str]]:
-        """The candidate lines whose confirmation needs nothing but their rule's patterns, confirmed
-        at once (``ruleset.Bulk``: one search of the lines joined): line start -> (rule index, its
-        message). Such a line has no launcher prefix, is printable ASCII (its message is its bytes),
-        holds no possible stamp, host or embedded prefix, and its one rule is line-scope (an event
-        rule beside it has none of its required literals near). What ``process`` does with a
-        confirmed line of this kind past the first KEEP_FIRST of its rule is only count it.
-        ``order``: the candidates' starts, in line order."""
+    def bulk_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int]) -> Lane | None:
+        """The candidate lines whose confirmation needs nothing but their rule's patterns, decided at
+        once (``ruleset.Bulk``: one search of the lines joined per pattern), with no Python step per
+        line but in the rare lines that keep a block's lines out one by one. Such a line has no
+        launcher prefix, is printable ASCII (its message is its bytes), holds no possible stamp, host
+        or embedded prefix, and its one rule is line-scope (an event rule beside it has none of its
+        required literals near). What ``process`` does with a confirmed line of this kind past the
+        first KEEP_FIRST of its rule is only count it, and with one its rule does not confirm,
+        nothing. ``order``: the candidates' starts, in line order. None: the lane takes none."""
         rs = self.engine.ruleset
         budget = self.engine.budget
         data = buf.data
-        starts: list[int] = []
-        raws: list[bytes] = []
-        lanes: list[tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]]] = []
-        classes = self.lane_rules
-        find = data.find
-        off = budget.off  # (a rule switched off for the run: ``RuleBudget.disabled``)
-        begin = max(buf.begin, 1)
-        for start in order:
-            if start < begin:
-                continue
-            pids = frozenset(lines[start])
-            lane = classes.get(pids, _UNCLASSIFIED)
-            if lane is _UNCLASSIFIED:
-                lane = classes[pids] = self._lane_rule(pids)
-            if lane is None or off[lane[0]]:
-                continue
-            end = find(b"\n", start)
-            if end < 0:
-                end = len(data)
-            if end - start > MAX_LINE_BYTES:
-                continue
-            raw = data[start:end]
-            if raw.translate(None, _PLAIN_BYTES):
-                continue
-            starts.append(start)
-            raws.append(raw)
-            lanes.append(lane)
+        first = bisect_left(order, max(buf.begin, 1))
+        starts: list[int] = list(order[first:])
         if not starts:
-            return {}
-        finder = window_finder() if self.ctx.hyperscan else None
-        broken: set[int] = set()
-        if finder is not None:
-            # the lines joined, each after a newline: one Hyperscan pass for what keeps lines out
-            joined = b"\n" + b"\n".join(raws)
-            at = [0] * len(raws)
-            pos = 1
-            for k, raw in enumerate(raws):
-                at[k] = pos
-                pos += len(raw) + 1
-            broken = {bisect_right(at, to - 1) - 1 for to in finder.lane_breaks(joined)}
+            return None
+        # the lane each candidate's pattern ids make (classified once per set of ids in the source)
+        keys = list(map(frozenset, map(lines.__getitem__, starts)))
+        classes = self.lane_rules
+        off = budget.off  # (a rule switched off for the run: ``RuleBudget.disabled``)
+        lane_of: dict[frozenset[int], _LaneRule | None] = {}
+        for key in dict.fromkeys(keys):
+            lane = classes.get(key, _UNCLASSIFIED)
+            if lane is _UNCLASSIFIED:
+                lane = classes[key] = self._lane_rule(key)
+            lane_of[key] = None if lane is None or off[lane[0]] else lane
+        if len(lane_of) == 1:
+            lane = next(iter(lane_of.values()))
+            if lane is None:
+                return None
+            lanes: list[_LaneRule] = [lane] * len(starts)
         else:
-            for k, (start, raw) in enumerate(zip(starts, raws, strict=True)):
-                if (b" kernel: " in raw or b" NCCL " in raw or b"]:" in raw or b"]<std" in raw
-                        or MAYBE_PREFIX_RE.match(data, start - 1) is not None or may_hold_stamp(raw.decode("ascii"))):
-                    broken.add(k)
-        # a context rule's required literal: its places from the first line's reach on, and how many
-        # of them end before the current line (lines come in order): the nearest is the last of those
-        places: dict[bytes, list] = {}
+            every = list(map(lane_of.__getitem__, keys))
+            took = list(map(is_not, every, repeat(None)))
+            starts = list(compress(starts, took))
+            lanes = [x for x in compress(every, took) if x is not None]
+            if not starts:
+                return None
+        ends = list(map(data.find, repeat(b"\n"), starts))
+        if ends[-1] < 0:  # (the buffer's last line, without a newline: only the last can be)
+            ends[-1] = len(data)
+        raws = list(map(data.__getitem__, map(slice, starts, ends)))
+        joined = b"\n".join([b"", *raws])  # each line after a newline
+        keep = None  # which lines stay in the lane (None: all)
+        if max(map(sub, ends, starts)) > MAX_LINE_BYTES or joined.translate(None, _PLAIN_LINES):
+            keep = [e - s <= MAX_LINE_BYTES and not raw.translate(None, _PLAIN_BYTES)
+                    for s, e, raw in zip(starts, ends, raws, strict=True)]
+        # each line's place in the lines joined (after the newline before it)
+        places = list(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0))
+        finder = window_finder() if self.ctx.hyperscan else None
+        if finder is not None:  # (a match is a break of the line its last byte is in)
+            broken = {bisect_right(places, to - 2) - 1 for to in finder.lane_breaks(joined)}
+        else:
+            broken = {k for k, (start, raw) in enumerate(zip(starts, raws, strict=True))
+                      if (keep is None or keep[k]) and (
+                          b" kernel: " in raw or b" NCCL " in raw or b"]:" in raw or b"]<std" in raw
+                          or MAYBE_PREFIX_RE.match(data, start - 1) is not None or may_hold_stamp(raw.decode("ascii")))}
+        if broken:
+            keep = [True] * len(starts) if keep is None else keep
+            for k in broken:
+                keep[k] = False
+        distinct = [x for x in lane_of.values() if x is not None]
+        keep = self._near_literals(data, starts, lanes, distinct, keep)
+        if keep is not None and not all(keep):
+            starts, raws, lanes = list(compress(starts, keep)), list(compress(raws, keep)), list(compress(lanes, keep))
+            if not starts:
+                return None
+            joined = b"\n".join([b"", *raws])
+            places = list(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0))
+        # confirmed per rule: the lines joined are searched once per pattern of the rule
+        rules = sorted({ri for ri, _ in distinct})
+        confirmed: dict[int, list[int]] = {}
+        decided: list[list[int]] = []
+        for ri in rules:
+            if len(rules) == 1:
+                group, text = starts, joined[1:].decode("ascii")
+            else:
+                mine = list(map(eq, map(itemgetter(0), lanes), repeat(ri)))
+                group = list(compress(starts, mine))
+                if not group:
+                    continue
+                sub_raws = list(compress(raws, mine))
+                text = b"\n".join(sub_raws).decode("ascii")
+                places = list(accumulate(map(add, map(len, sub_raws[:-1]), repeat(1)), initial=0))
+            bulk = rs.bulk(ri)
+            assert bulk is not None
+            got = bulk.confirmed(text, places)
+            if got is None:
+                continue  # a pattern ran past the time limit: one by one, with the rule's budget
+            decided.append(group)
+            if got:
+                confirmed[ri] = list(map(group.__getitem__, got))
+        if not decided:
+            return None
+        if sum(map(len, decided)) == len(order) - first:  # (all from the first line the lane may take)
+            return Lane(confirmed, list(order[:first]))
+        return Lane(confirmed, list(filterfalse(set().union(*decided).__contains__, order)))
+
+    def _near_literals(self, data: bytes, starts: list[int], lanes: list[_LaneRule], distinct: list[_LaneRule],
+                       keep: list[bool] | None) -> list[bool] | None:
+        """``keep`` (which lines stay in the lane; None: all) without the lines near which an event rule beside
+        their rule finds one of its required literals (``context_requires``: then that rule is tried
+        one by one). Most blocks hold none of the literals at all: then no line is asked."""
+        budget = self.engine.budget
+        reach = max(0, starts[0] - CONTEXT_REQUIRES_BYTES)
         last = starts[-1]  # (no literal ending after the last line's start counts)
+        within: dict[tuple[tuple[int, tuple[bytes, ...]], ...], bool] = {}
+        for _ri, context_rules in distinct:
+            if context_rules and context_rules not in within:
+                within[context_rules] = any(data.find(lit, reach, last) >= 0 for _, lits in context_rules for lit in lits)
+        if not any(within.values()):
+            return keep
+        # a literal's places from the first line's reach on, and how many of them end before the
+        # current line (lines come in order): the nearest is the last of those
+        places: dict[bytes, list] = {}
 
         def near(lit: bytes, start: int) -> bool:  # = data.rfind(lit, start - CONTEXT_REQUIRES_BYTES, start) >= 0
             got = places.get(lit)
@@ -592,53 +719,29 @@ class Confirmer:
             got[1] = j
             return j > 0 and at[j - 1] >= start - CONTEXT_REQUIRES_BYTES
 
-        groups: dict[int, tuple[list[int], list[str]]] = {}
-        #: context rules -> whether one of their literals lies anywhere within the block's lines' reach
-        # (most often none does: then no line needs asking)
-        within: dict[tuple[tuple[int, tuple[bytes, ...]], ...], bool] = {}
-        reach = max(0, starts[0] - CONTEXT_REQUIRES_BYTES)
-        for k, (start, raw, (ri, context_rules)) in enumerate(zip(starts, raws, lanes, strict=True)):
-            if k in broken:
+        for k, (start, (_ri, context_rules)) in enumerate(zip(starts, lanes, strict=True)):
+            if keep is not None and not keep[k]:
                 continue
-            if context_rules:
-                w = within.get(context_rules)
-                if w is None:
-                    w = within[context_rules] = any(data.find(lit, reach, last) >= 0
-                                                    for _, lits in context_rules for lit in lits)
-                if w and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
-                             for ci, lits in context_rules):
-                    continue
-            got = groups.get(ri)
-            if got is None:
-                got = groups[ri] = ([], [])
-            got[0].append(start)
-            got[1].append(raw.decode("ascii"))
-        out: dict[int, tuple[int, str]] = {}
-        for ri, (group, texts) in groups.items():
-            bulk = rs.bulk(ri)
-            assert bulk is not None
-            oks = bulk.confirms(texts)
-            if oks is None:
-                continue  # a pattern ran past the time limit: one by one, with the rule's budget
-            for start, text, ok in zip(group, texts, oks, strict=True):
-                if ok:
-                    out[start] = (ri, text)
-        return out
-
-    def _count_run(self, buf: Buffer, run: dict[int, list[int]], lean: dict[int, tuple[int, str]],
-                   pending: list[Pending], line_no: int, counted_to: int) -> tuple[int, int]:
-        """Count the bulk lane's confirmed lines since the last other candidate (``run``: rule index ->
-        their starts in line order), as ``add_pending`` one by one would: each is confirmed, counted
-        and pushes the oldest of its rule's last KEEP_LAST out; only the last KEEP_LAST of a run can
-        still be kept, and only they become ``Pending`` (their line numbers counted from ``line_no``
-        at ``counted_to``, which are returned as they are at the last of them)."""
+            if within.get(context_rules) and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
+                                                 for ci, lits in context_rules):
+                if keep is None:
+                    keep = [True] * len(starts)
+                keep[k] = False
+        return keep
+    def _count_runs(self, buf: Buffer, runs: _Runs, upto: int, pending: list[Pending], line_no: int,
+                    counted_to: int) -> tuple[int, int]:
+        """Count the bulk lane's confirmed lines before ``upto`` of the rules past their first KEEP_FIRST
+        (``runs``), as ``add_pending`` one by one would: each is confirmed, counted and pushes the
+        oldest of its rule's last KEEP_LAST out; only the last KEEP_LAST of a run can still be kept,
+        and only they become ``Pending`` (their line numbers counted from ``line_no`` at
+        ``counted_to``, which are returned as they are at the last of them)."""
         rs = self.engine.ruleset
         data = buf.data
         kept: list[tuple[int, int]] = []
-        for ri, got in run.items():
+        for ri, got, a, b in runs.take(upto):
             rule = rs.rules[ri]
             k = (rule.id, _NO_KEY)
-            m = len(got)
+            m = b - a
             self.confirmed += m
             self.kept[k] += m
             ring = self.tail_keep[k]
@@ -649,8 +752,9 @@ class Confirmer:
                     if isinstance(gone, Pending):
                         gone.alive = False
                 del ring[:over]
-            kept += ((start, ri) for start in got[-KEEP_LAST:])
-        run.clear()
+            kept += ((got[i], ri) for i in range(max(a, b - KEEP_LAST), b))
+        if not kept:
+            return line_no, counted_to
         kept.sort()
         last = {k: self.last_stamp[k] for k in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
                 if k in self.last_stamp}
@@ -659,7 +763,8 @@ class Confirmer:
             line_no += count_nl(data, counted_to, start)
             counted_to = start
             rule = rs.rules[ri]
-            text = lean[start][1]
+            _, end = buf.line_at(start)
+            text = data[start:end].decode("ascii")
             try:
                 caps, _ = rs.confirm(ri, text, [], self.engine.budget)
             except PatternTimeout as e:  # (its captures took too long alone: said as the plain path says it)
@@ -696,25 +801,13 @@ class Confirmer:
         finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
         may_match_all = finder.may_match_all if finder is not None else None
         order = sorted(lines)
-        lean = self.bulk_lane(buf, lines, order) if BULK_LANE and len(lines) > BULK_MIN_CANDIDATES else {}
-        run: dict[int, list[int]] = {}  # the bulk lane's lines since the last other one, counted later
-        past_first: set[int] = set()  # rules whose first KEEP_FIRST lines without a prefix are kept
-        for start in order:
+        lane = self.bulk_lane(buf, lines, order) if BULK_LANE and len(lines) > BULK_MIN_CANDIDATES else None
+        runs = _Runs(self, lane) if lane is not None else None
+        for start in (order if runs is None else runs.one_by_one()):
             if start < buf.begin:
                 continue
-            if lean:
-                bulk = lean.get(start)
-                if bulk is not None:
-                    ri = bulk[0]
-                    if ri in past_first or not self.counts_first(rs.rules[ri].id, _NO_KEY):
-                        past_first.add(ri)
-                        got = run.get(ri)
-                        if got is None:
-                            got = run[ri] = []
-                        got.append(start)
-                        continue
-                if run:
-                    line_no, counted_to = self._count_run(buf, run, lean, pending, line_no, counted_to)
+            if runs is not None and runs.counted:
+                line_no, counted_to = self._count_runs(buf, runs, start, pending, line_no, counted_to)
             line_no += count_lines(self.ctx.scanner, data, counted_to, start, buf.base_offset)
             counted_to = start
             _, end = buf.line_at(start)
@@ -831,10 +924,10 @@ class Confirmer:
                     time_kind=kind, captures=_captures(caps), context=context, attempt=src.attempt,
                     tz_assumed=bool(p and p.tz_assumed),
                 ), key)
-        if run:
-            line_no, counted_to = self._count_run(buf, run, lean, pending, line_no, counted_to)
-            if order[-1] > counted_to:  # (the last candidate's line, as without the lane)
-                line_no += count_nl(data, counted_to, order[-1])
+        if runs is not None:
+            line_no, counted_to = self._count_runs(buf, runs, len(data) + 1, pending, line_no, counted_to)
+            if order[-1] > counted_to and order[-1] >= buf.begin:  # (the last candidate's line, as without the lane)
+                line_no += count_lines(self.ctx.scanner, data, counted_to, order[-1], buf.base_offset)
                 counted_to = order[-1]
         for pm in pending:  # (in line order) the pending matches still kept: built while their bytes are here
             if pm.alive:
