@@ -434,13 +434,14 @@ def _plain_analyze(args: list[str]) -> dict[str, object] | None:
     None (then typer parses them as usual). Their values are strings, flags and paths: nothing
     to coerce, so typer's coercion (it imports pydantic: ~0.15 s) is skipped."""
     try:
-        import click
         from typer.main import get_command
 
         group = get_command(app)
-        if not isinstance(group, click.Group):
+        # (a click Group; typer >= 0.25 carries its own copy of click, whose classes are not click's)
+        commands = getattr(group, "commands", None)
+        if not isinstance(commands, dict) or "analyze" not in commands:
             return None
-        cmd = group.commands["analyze"]
+        cmd = commands["analyze"]
         values, extra, _order = cmd.make_parser(cmd.context_class(cmd, info_name="analyze")).parse_args(args=args)
     except Exception:  # noqa: BLE001 - a usage error: typer's parse reports it
         return None

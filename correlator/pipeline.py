@@ -6,6 +6,7 @@ clocks, attempts, attribution, the report) -> mask secrets.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -48,7 +49,7 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
     """Analyse the logs at ``inputs``; raises ``RuleError``/``InputError``/``UsageError`` only."""
     from correlator.extract import engines, sources
     from correlator.report.redact import redact_report
-    from correlator.ruleset import vocabulary_diagnostics
+    from correlator.ruleset import builtin_rules_dir, vocabulary_diagnostics
 
     opts = opts or Options()
     started = time.perf_counter()
@@ -56,7 +57,10 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
         raise UsageError(f"unknown engine {opts.engine!r}: use one of {', '.join(engines.ENGINES)}")
     rule_list = list(rules) if rules is not None else load_engine_rules(opts)
     srcs, diags = sources.discover(list(inputs), all_files=opts.all_files)
-    diags = [*vocabulary_diagnostics(rule_list), *diags]
+    # (the built-in rules are checked by the test suite, which finds no slip in them: only the rules of
+    # --rules folders are read for one on every run, ~0.07 s saved)
+    builtin = os.path.join(builtin_rules_dir(), "")
+    diags = [*vocabulary_diagnostics(r for r in rule_list if not str(r.path).startswith(builtin)), *diags]
     if not srcs:
         problems = "; ".join(f"{d.path}: {d.message}" for d in diags if d.level != "info") or "nothing to read"
         raise InputError(f"no log could be read ({problems})", hint="pass files, folders, globs or - for stdin")

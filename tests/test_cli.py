@@ -178,6 +178,19 @@ def test_plain_command_line_gives_the_report_of_the_typer_path(pool_job, tmp_pat
         assert doc == first, name
 
 
+def test_a_command_of_paths_and_report_options_takes_the_plain_path():
+    """The plain path is taken at all: with a typer that carries its own copy of click (0.25 and
+    later), the check that the command is a click ``Group`` was never true, so every command line
+    went through typer's coercion (pydantic's import) and no extraction started early."""
+    from correlator.cli import _plain_analyze
+
+    assert _plain_analyze(["job/", "-f", "json", "-o", "r.json"]) == {"paths": ["job/"], "fmt": "json",
+                                                                      "output": Path("r.json")}
+    assert _plain_analyze(["a.out", "b.out", "--brief"]) == {"paths": ["a.out", "b.out"], "brief": True}
+    for typer_path in (["job/", "--tz", "UTC"], ["job/", "-f", "yaml"], ["--format", "json"], ["job/", "--bogus"]):
+        assert _plain_analyze(typer_path) is None, typer_path
+
+
 def test_plain_command_line_keeps_exit_codes_and_errors(pool_job, tmp_path):
     r = cli(str(pool_job), "--fail-on-failure", "-f", "json")
     assert r.returncode == 1 and json.loads(r.stdout)["verdict"] == "root_cause"

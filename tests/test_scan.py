@@ -115,7 +115,8 @@ def test_a_rest_of_line_capture_is_reported_once_not_once_per_byte(rules):
 def test_a_pattern_the_combined_database_misses_is_found_by_its_keywords(monkeypatch, tmp_path):
     """Hyperscan (this build) missed one of two patterns of the same shape behind a launcher prefix;
     a database is checked against its patterns' own example lines, and what it misses goes to the
-    keyword scanner."""
+    keyword scanner (the main database) or is not checked again whole (the database of whole
+    expressions that narrows the lines a trimmed head finds: ``HyperscanScanner.narrowed``)."""
     if not hyperscan_available():
         return
     monkeypatch.setenv("CORRELATE_CACHE", str(tmp_path))
@@ -127,9 +128,9 @@ def test_a_pattern_the_combined_database_misses_is_found_by_its_keywords(monkeyp
     plain_missed = 0 not in HyperscanScanner([a, b]).scan(line, len(line)).get(0, set())
     checked = HyperscanScanner([a, b], probes=lambda: {0: ["\t   - [5] joined but didn't finish collective #301"]})
     assert checked.scan(line, len(line)) == {0: {0}}
-    assert (0 in checked.rejected) == plain_missed
+    assert (0 in checked.rejected or 0 not in checked.narrowed) == plain_missed
     again = HyperscanScanner([a, b], probes=lambda: {})  # from the disk cache: the same decision
-    assert again.rejected == checked.rejected
+    assert (again.rejected, again.narrowed) == (checked.rejected, checked.narrowed)
 
 
 # --- the digest's cost counts (reports, candidate lines, confirmed matches) ------------------------
@@ -226,3 +227,93 @@ def test_a_line_start_anchor_finds_the_message_behind_every_prefix_dialect(rules
         data = (text + "\n").encode()
         found = eng.scanner.scan(data, len(data))
         assert not {x for v in found.values() for x in v if eng.pattern_rule[x] == ri}, text
+
+
+# --- trimmed prefilter heads -----------------------------------------------------------------------
+
+def test_trim_head_drops_a_head_without_a_literal():
+    from correlator.extract.scan import head_widens, trim_head
+
+    exc = r"^ ?(?P<t>(?:[A-Za-z_]\w*\.){0,8}[A-Z]\w*(?:Error|Exception))(?:: (?P<m>.*)|\s*)$"
+    assert trim_head(exc) == r"(?P<t>(?:Error|Exception))(?:: (?P<m>.*)|\s*)$"
+    assert trim_head(r"(?:^|\d\s+)Segmentation fault") == "Segmentation fault"
+    assert trim_head(r"(?i)\btraining done") == "(?i)training done"
+    assert trim_head(r"(?P<n>\d+) Workers killed|x{2}yzw") == " Workers killed|yzw"
+    # what it dropped could stand for something (an anchor, a token that must match) or not
+    assert head_widens(exc) and head_widens(r"\bnfs: server") and head_widens(r"(?:\[PG \d+\] ){1,4}Terminating")
+    assert not head_widens(r"(?:\[PG \d+\] )?Watchdog caught") and trim_head(r"(?:\[PG \d+\] )?Watch") == "Watch"
+    # left alone: a literal start, no literal of HEAD_LITERAL_MIN to start from, a back-reference
+    # into the head, a branch with no place to start
+    for p in ("NCCL error", r"\d+ \w+", r"(\w+) said \1", r"Rank \d+|\d+ x", r"[ab]c"):
+        assert trim_head(p) == p and not head_widens(p)
+
+
+def _scanner_pair(rules, monkeypatch):
+    """Two scanners of the rules whose heads are trimmed (and a few others): heads trimmed (and
+    the lines narrowed), and every pattern whole."""
+    from correlator.extract import scan
+    from correlator.extract.extractor import Engine
+
+    monkeypatch.setenv("CORRELATE_CACHE", "off")
+    pats = [p for p in Engine(rules, "keywords").patterns if scan.trim_head(p.regex) != p.regex]
+    pats += [p for p in Engine(rules, "keywords").patterns if scan.trim_head(p.regex) == p.regex][:40]
+    trimmed = HyperscanScanner(pats)
+    monkeypatch.setattr(scan, "TRIM_HEADS", False)
+    whole = HyperscanScanner(pats)
+    monkeypatch.setattr(scan, "TRIM_HEADS", True)
+    return trimmed, whole, pats
+
+
+def test_narrowed_candidates_are_the_whole_patterns_candidates(rules, monkeypatch):
+    """A trimmed head finds more lines (a class name in the middle of a sentence); the lines are
+    checked again with the whole expressions, so the candidates, with which patterns, are those
+    of the database of whole expressions (examples of every trimmed rule, behind launcher prefixes,
+    among lines only the trimmed heads find)."""
+    if not hyperscan_available():
+        return
+    import random
+
+    from correlator.extract import dialects, prefixes
+
+    trimmed, whole, pats = _scanner_pair(rules, monkeypatch)
+    assert trimmed.narrowed  # (the exception rule's head, at least)
+    by_id = {r.id: r for r in rules}
+    examples = sorted({ln for r in rules for ex in r.examples for ln in ex.log.splitlines() if ln.strip()
+                       and r.id in by_id})
+    heads = sorted({ex[: prefixes.split_prefix(ex)[0].length] for d in dialects.PREFIXES for ex in d.examples})
+    decoys = ["    raise ValueError(f'corrupt sample {idx}')", "the loader raised ValueError and retried",
+              "ret = 0 Segmentation fault handler installed", "see nfs: server docs", "x rank 3 died from signal"]
+    rnd = random.Random(5)
+    for _ in range(30):
+        lines = [rnd.choice(heads + [""] * 4) + rnd.choice(examples + decoys * 20) for _ in range(60)]
+        data = ("\n".join(lines) + "\n").encode()
+        assert trimmed.scan(data, len(data)) == whole.scan(data, len(data))
+
+
+def test_a_dense_range_gives_the_candidates_of_the_line_by_line_path(rules, monkeypatch):
+    """Where a range has many reports, its lines come from numpy and the narrowed patterns from one
+    scan of the whole range or of their lines joined (``DENSE_REPORTS``, ``NARROW_WHOLE``): the same
+    candidates, with the same patterns, as line by line (random mixes of example lines, decoys and
+    noise, behind prefixes, any cut)."""
+    if not hyperscan_available():
+        return
+    import random
+
+    from correlator.extract import dialects, prefixes, scan
+
+    trimmed, _whole, _pats = _scanner_pair(rules, monkeypatch)
+    examples = sorted({ln for r in rules for ex in r.examples for ln in ex.log.splitlines() if ln.strip()})
+    heads = sorted({ex[: prefixes.split_prefix(ex)[0].length] for d in dialects.PREFIXES for ex in d.examples})
+    noise = ["    raise ValueError(f'corrupt sample {idx}')", "step 5 loss 1.2", "", "a\rb Error", "\x1b[31mx\x1b[0m",
+             "ret 5\nSegmentation fault", "\xff\xfe bad", "nfs: server x OK"]
+    rnd = random.Random(7)
+    for _ in range(40):
+        lines = [rnd.choice(heads + [""] * 4) + rnd.choice(examples + noise * 30) for _ in range(rnd.randint(1, 120))]
+        data = ("\n".join(lines) + rnd.choice(["\n", ""])).encode("utf-8", "surrogateescape")
+        begin = data.find(b"\n", 0, rnd.randint(0, len(data))) + 1
+        monkeypatch.setattr(scan, "DENSE_REPORTS", 1 << 30)
+        plain = trimmed.scan_range(data, begin, len(data))
+        monkeypatch.setattr(scan, "DENSE_REPORTS", 0)
+        for whole in (0, 1 << 30):  # the narrowed lines checked by a scan of the whole range, or joined
+            monkeypatch.setattr(scan, "NARROW_WHOLE", whole)
+            assert trimmed.scan_range(data, begin, len(data)) == plain, whole

@@ -79,6 +79,8 @@ class Engine:
                 self.nccl_fact = len(patterns)
             patterns.append(Pattern(len(patterns), rx, kws))
             self.pattern_rule.append(-1 - fi)
+        #: what the scanner looks for: each rule pattern and each fact pattern, by id
+        self.patterns: tuple[Pattern, ...] = tuple(patterns)
         self.scanner: Scanner = make_scanner(patterns, scanner, probes=lambda: _probes(self.ruleset, patterns,
                                                                                     self.pattern_rule))
         if self.scanner.name == "hyperscan":

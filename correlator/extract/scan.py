@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -37,11 +38,12 @@ class Pattern:
     keywords: tuple[str, ...]
 
 
-def _hs_regex(pattern: str) -> bytes:
+def _hs_regex(pattern: str, head: bool = True) -> bytes:
     # Patterns are written against the message after its prefixes; in the raw buffer a prefix
     # stands before it, so ``^`` becomes "a line start or where a message may start", and ``$`` is
-    # dropped (which only widens a prefilter).
-    return trim_tail(_drop_anchors(pattern)).encode("utf-8")
+    # dropped (which only widens a prefilter). A head without a literal is dropped first
+    # (``trim_head``; ``head=False`` keeps it), a tail that only repeats reports last (``trim_tail``).
+    return trim_tail(_drop_anchors(trim_head(pattern) if head and TRIM_HEADS else pattern)).encode("utf-8")
 
 
 #: where a message (what the rules match, ``^`` there) may start in the raw bytes: a line start
@@ -246,6 +248,214 @@ def trim_tail(p: str) -> str:
     return out
 
 
+# --- a prefilter's head ----------------------------------------------------------------------------
+#
+# Hyperscan finds a pattern fast from its literals. A pattern whose start holds none -- a message
+# anchor, an identifier chain, a host or a number before the words -- makes it run an automaton
+# from nearly every byte: the rule set's exception pattern, ``^ ?(?:\w+\.){0,8}[A-Z]\w*(?:Error|
+# Exception...)``, cost more than the other ~530 patterns together (a database of all of them
+# scanned ordinary log text at 1.4 s per GB, 0.4 without it). For a prefilter, a part of a pattern
+# is as good as the whole, as with the tail: wherever the whole matches, every suffix of it matches
+# too. So a head without a literal is dropped, up to the first place from which every way through
+# the pattern starts with a literal of at least ``HEAD_LITERAL_MIN`` characters; a pattern with no
+# such place is left as it is. The net widens (a ``ValueError`` in the middle of a line is then a
+# candidate), and candidates are confirmed with the whole pattern.
+
+#: the literal a trimmed head must leave at the start of every way through the pattern
+HEAD_LITERAL_MIN = 3
+#: a range with at least this many Hyperscan reports of narrowed patterns has its lines found with
+#: numpy and those reports checked at once (``HyperscanScanner._dense_lines``): a report the narrowing
+#: drops costs no Python step; below, line by line (a 2 MiB block's newline index costs about what
+#: 1,000 reports cost one by one, and most blocks have few narrowed reports)
+DENSE_REPORTS = 512
+#: in such a range, as many narrowed reports as this have the whole range scanned by the database of
+#: whole expressions; fewer, only their lines (joined)
+NARROW_WHOLE = 256
+#: pattern ids are below this: (line start, id) pairs as one integer
+_KEY_SPAN = 1 << 20
+#: whether heads are trimmed (off, every pattern is compiled whole and nothing is narrowed: the
+#: tests compare the candidates of both)
+TRIM_HEADS = True
+#: a pattern's leading global flags (``(?i)``): kept in front of whatever is trimmed after them
+_FLAGS_ONLY = re.compile(r"\(\?[aiLmsux]+\)")
+#: the opening of a group that only groups (plain, non-capturing, named, with scoped flags); not a
+#: lookaround, a back-reference, an atomic group or a conditional
+_GROUP_OPEN = re.compile(r"\((?:\?(?::|P?<(?=[A-Za-z_])[^>]*>|[aiLmsux-]+:))?")
+#: regex syntax characters: any other character outside a class stands for itself
+_SYNTAX = frozenset(".^$*+?()[]{}|\\")
+
+
+def _literal(atom: str) -> bool:
+    """Whether the token ``atom`` (one of ``_tokens``) matches one fixed character."""
+    if len(atom) == 1:
+        return atom not in _SYNTAX
+    if atom[0] != "\\":
+        return False
+    c = atom[1]
+    return not c.isalnum() or c in "ntrfvxuN"  # escaped punctuation, \n \t ..., \xHH \uHHHH \N{name}
+
+
+def _group_parts(atom: str) -> tuple[str, str] | None:
+    """``(opening, body)`` of a group token that only groups; None for any other token."""
+    m = _GROUP_OPEN.match(atom)
+    if m is None or (m.group(0) == "(" and atom[1:2] == "?") or not atom.endswith(")"):
+        return None
+    return m.group(0), atom[m.end():-1]
+
+
+def _alternatives(p: str) -> list[str] | None:
+    """``p`` split at its top-level ``|``; None if it cannot be read."""
+    out: list[str] = []
+    depth, j, start, n = 0, 0, 0, len(p)
+    while j < n:
+        c = p[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            j = class_end(p, j)
+            if j > n:
+                return None
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            out.append(p[start:j])
+            start = j + 1
+        j += 1
+    if depth:
+        return None
+    out.append(p[start:])
+    return out
+
+
+def _lead(p: str) -> int:
+    """How many literal characters every match of ``p`` starts with (0 when unknown)."""
+    alts = _alternatives(p)
+    if alts is None:
+        return 0
+    if len(alts) > 1:
+        return min(_lead(a) for a in alts)
+    toks = _tokens(p)
+    return _lead_tokens(toks) if toks else 0
+
+
+def _lead_tokens(toks: Sequence[tuple[str, str]]) -> int:
+    n = 0
+    for atom, q in toks:
+        if q == "" and _literal(atom):
+            n += 1
+            continue
+        g = _group_parts(atom) if q == "" else None
+        return n + (_lead(g[1]) if g is not None else 0)
+    return n
+
+
+def _from_literal(p: str) -> tuple[str, bool] | None:
+    """``p`` from the first place where every match goes on with a literal of ``HEAD_LITERAL_MIN``
+    characters (into a group whose every alternative gets one that way), and whether what was
+    dropped could stand for something (a token that must match, an anchor, a lookaround: then the
+    trimmed pattern finds lines the whole one does not); None if there is no such place."""
+    alts = _alternatives(p)
+    if alts is None:
+        return None
+    if len(alts) > 1:
+        parts = [(a, False) if _lead(a) >= HEAD_LITERAL_MIN else _from_literal(a) for a in alts]
+        if any(a is None for a in parts):
+            return None
+        return "|".join(a for a, _ in parts if a is not None), any(w for _, w in parts if w)  # type: ignore[misc]
+    toks = _tokens(p)
+    widens = False
+    for i, (atom, q) in enumerate(toks or ()):
+        assert toks is not None
+        if _lead_tokens(toks[i:]) >= HEAD_LITERAL_MIN:
+            return "".join(a + b for a, b in toks[i:]), widens
+        g = _group_parts(atom) if q == "" else None
+        inner = _from_literal(g[1]) if g is not None else None
+        if g is not None and inner is not None:
+            return g[0] + inner[0] + ")" + "".join(a + b for a, b in toks[i + 1:]), widens or inner[1]
+        widens = widens or not q.startswith(("*", "?", "{0,", "{,"))  # (only what may be left out is not)
+    return None
+
+
+def trim_head(p: str) -> str:
+    """``p`` without a head that holds no literal (see above); ``p`` itself when it starts with one
+    or nothing can be trimmed safely."""
+    return _head_trimmed(p)[0]
+
+
+def head_widens(p: str) -> bool:
+    """Whether ``trim_head(p)`` finds lines that ``p`` does not (it dropped more than what may be
+    left out): the lines it finds are then checked with the whole pattern (``HyperscanScanner``)."""
+    return _head_trimmed(p)[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _head_trimmed(p: str) -> tuple[str, bool]:
+    flags = _FLAGS_ONLY.match(p)
+    if flags:
+        rest, widens = _head_trimmed(p[flags.end():])
+        return flags.group(0) + rest, widens
+    if _lead(p) >= HEAD_LITERAL_MIN:
+        return p, False
+    got = _from_literal(p)
+    if got is None or not got[0] or _may_be_empty(got[0]):
+        return p, False
+    try:
+        re.compile(_as_re(got[0]))
+    except re.error:  # a back-reference to a group the head held, a construct ``re`` cannot read
+        return p, False
+    return got
+
+
+#: ASCII white space but the newline: what ``\s`` becomes in an expression kept to one line
+_SPACE_NOT_NL = "\\t\\x0b\\x0c\\r "
+
+
+def one_line(expr: str) -> str | None:
+    """``expr`` (a Hyperscan expression) unable to match across a newline: every character class
+    that holds the newline without it (``\\s`` -> tab, VT, FF, CR, space; ``[^...]`` -> ``[^\\n...]``;
+    ``\\W``, ``\\D`` -> ``[^\\w\\n]``, ``[^\\d\\n]``). What the rules match is one line's message, so
+    nothing they match is lost; a match then lies in one line wherever the expression is run.
+    None when that cannot be said of it (a newline or vertical white space it asks for)."""
+    out: list[str] = []
+    i, n = 0, len(expr)
+    while i < n:
+        c = expr[i]
+        if c == "\\":
+            e = expr[i:i + 2]
+            if e == "\\s":
+                out.append(f"[{_SPACE_NOT_NL}]")
+            elif e in ("\\W", "\\D"):
+                out.append(f"[^{e.lower()}\\n]")
+            elif e[1:] in ("n", "v", "R", "X") or expr.startswith(("\\x0a", "\\x0A", "\\012", "\\x{"), i):
+                return None
+            else:
+                out.append(e)
+            i += 2
+            continue
+        if c == "[":
+            j = class_end(expr, i)
+            if j > n:
+                return None
+            body = expr[i + 1:j - 1]
+            if body.startswith("^"):
+                out.append("[^\\n" + body[1:] + "]")
+            else:
+                if any(x in body for x in ("\\n", "\\v", "\\W", "\\D", "\\S", "\\x0a", "\\x0A", "\\012", "\\x{")):
+                    return None  # (a positive class that holds the newline or may: left as it is)
+                out.append("[" + body.replace("\\s", _SPACE_NOT_NL) + "]")
+            i = j
+            continue
+        if expr.startswith(("(?s", "(?x"), i):
+            return None
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def hyperscan_available() -> bool:
     try:
         import hyperscan  # noqa: F401
@@ -320,21 +530,72 @@ class HyperscanScanner:
 
         self._hs = hyperscan
         flags = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
-        ids = [p.id for p in patterns]
+        # a regex that several patterns share (two rules reading one line: the generic exception's
+        # last line, read again by the rule for exceptions Python ignored) is compiled once, under
+        # its first pattern's id; a report of it stands for all of them (``_same``)
+        first: dict[str, int] = {}
+        wanted: dict[int, list[str]] = {}  # the probes, by the id each regex is compiled under
+        self._same: dict[int, tuple[int, ...]] = {}
+        for p in patterns:
+            rep = first.setdefault(p.regex, p.id)
+            if rep != p.id:
+                self._same[rep] = (*self._same.get(rep, (rep,)), p.id)
+        unique = [p for p in patterns if first[p.regex] == p.id]
+        ids = [p.id for p in unique]
         # keyed by the rules' own regexes and this module's source (which turns them into Hyperscan
         # expressions): a cached database costs no conversion of ~370 patterns
-        sources = [p.regex.encode("utf-8", "surrogatepass") for p in patterns]
-        key_flags = (flags, PROBE_VERSION if probes is not None else 0, _converter_digest())
+        sources = [p.regex.encode("utf-8", "surrogatepass") for p in unique]
+        key_flags = (flags, PROBE_VERSION if probes is not None else 0, _converter_digest(), TRIM_HEADS)
         cached = _cache_load(sources, ids, key_flags)
         if cached is not None:
             db, rejected_ids = cached
         else:
-            exprs = [_hs_regex(p.regex) for p in patterns]
+            exprs = [_hs_regex(p.regex) for p in unique]
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
             if db is not None and probes is not None:
-                db, rejected_ids = _without_missed(hyperscan, exprs, ids, flags, db, rejected_ids, probes(),
-                                                   {p.id: p.regex for p in patterns})
+                wanted = self._probes(patterns, first, probes)
+                db, rejected_ids = _without_missed(hyperscan, exprs, ids, flags, db, rejected_ids, wanted,
+                                                   {p.id: p.regex for p in unique})
             _cache_store(sources, ids, key_flags, db, rejected_ids)
+        # the patterns whose head ``trim_head`` dropped: the main database finds their lines by what
+        # is left, a second one (``_narrow_db``, their whole expressions) is run over those lines
+        # alone, so the candidates are the lines the whole expression finds, at the cost of the
+        # trimmed one (see "a prefilter's head")
+        self._narrow: frozenset[int] = frozenset()
+        self._narrow_db: Database | None = None
+        if db is not None and TRIM_HEADS:
+            # cached under the main database's key: its first line holds the narrowed ids (where the
+            # main database's holds the ones it rejected), so a cached run trims no pattern
+            n_key = (*key_flags, "narrow", ",".join(map(str, rejected_ids)))
+            n_cached = _cache_load(sources, ids, n_key)
+            if n_cached is not None:
+                n_db, narrowed = n_cached
+            else:
+                gone = set(rejected_ids)
+                # (each kept to one line: a match of it then lies in one line, whether the lines are
+                # scanned joined or where they are; one that cannot be is not narrowed)
+                heads = [(p, i) for p, i in zip(unique, ids) if i not in gone and head_widens(p.regex)
+                         and one_line(_hs_regex(p.regex, head=False).decode()) is not None]
+                n_exprs = [str(one_line(_hs_regex(p.regex, head=False).decode())).encode() for p, _ in heads]
+                n_ids = [i for _, i in heads]
+                n_db, n_rejected = _compile(hyperscan, n_exprs, n_ids, flags)
+                if n_db is not None and probes is not None:  # (a pattern this one misses is not narrowed)
+                    if not wanted:
+                        wanted = self._probes(patterns, first, probes)
+                    n_db, n_rejected = _without_missed(hyperscan, n_exprs, n_ids, flags, n_db, n_rejected,
+                                                       {i: wanted.get(i, []) for i in n_ids},
+                                                       {p.id: p.regex for p, _ in heads})
+                narrowed = tuple(i for i in n_ids if i not in set(n_rejected)) if n_db is not None else ()
+                _cache_store(sources, ids, n_key, n_db, narrowed)
+            if n_db is not None and narrowed:
+                self._narrow_db = n_db
+                self._narrow_scratch = hyperscan.Scratch(n_db)
+                self._narrow = frozenset(narrowed)
+        #: the pattern ids whose lines are checked again with their whole expression
+        self.narrowed = self._narrow
+        #: the narrowed ids with the ids that share their regex
+        self._narrow_every = frozenset(j for i in self._narrow for j in self._same.get(i, (i,)))
+        rejected_ids = (*rejected_ids, *(i for rep in rejected_ids for i in self._same.get(rep, ())[1:]))
         rejected = [p for p in patterns if p.id in set(rejected_ids)]
         self.rejected = tuple(p.id for p in rejected)
         self._db = db
@@ -345,6 +606,16 @@ class HyperscanScanner:
         #: of it is in its digest
         self.reports = 0
 
+    @staticmethod
+    def _probes(patterns: Sequence[Pattern], first: dict[str, int], probes: Callable[[], dict[int, list[str]]]
+                ) -> dict[int, list[str]]:
+        """The probe lines of each compiled regex (a shared regex's under its first pattern's id)."""
+        regex_of = {p.id: p.regex for p in patterns}
+        wanted: dict[int, list[str]] = {}
+        for pid, lines in probes().items():
+            wanted.setdefault(first.get(regex_of.get(pid, ""), pid), []).extend(lines)
+        return wanted
+
     def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
         data = bytes(buf[:end]) if isinstance(buf, memoryview) or end != len(buf) else buf
         return self.scan_range(data, 0, len(data))
@@ -352,25 +623,50 @@ class HyperscanScanner:
     def scan_range(self, data: bytes, begin: int, end: int) -> dict[int, set[int]]:
         """Candidate lines of ``data[begin:end]`` (``begin`` a line start, ``end`` a line end or
         ``len(data)``), as offsets in ``data``; the range is scanned in place, not copied."""
-        ends: list[tuple[int, int]] = []
+        tos: list[int] = []
+        pids: list[int] = []
         if self._db is not None:
-            append = ends.append
+            add_to, add_pid = tos.append, pids.append
 
             def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-                append((to, pid))
+                add_to(to)
+                add_pid(pid)
 
             whole = begin == 0 and end == len(data)
             # the stub types ``data`` as str | bytes; the extension takes any buffer, a view too
             self._db.scan(data if whole else memoryview(data)[begin:end],  # type: ignore[type-var]
                           match_event_handler=on_match, scratch=self._scratch)
-            self.reports += len(ends)
+            self.reports += len(tos)
+        many = False
+        if self._narrow and len(pids) >= DENSE_REPORTS:
+            counts = Counter(pids)  # (counted in C)
+            many = sum(counts[p] for p in self._narrow.intersection(counts)) >= DENSE_REPORTS
+        if many:
+            lines = self._dense_lines(data, begin, end, tos, pids)
+        else:
+            lines = self._lines(data, begin, end, tos, pids)
+            if self._narrow and lines:
+                self._narrowed(data, end, lines)
+        if self._fallback is not None:
+            before = self._fallback.reports
+            for start, got in self._fallback.scan_range(data, begin, end).items():
+                lines.setdefault(start, set()).update(got)
+            self.reports += self._fallback.reports - before
+        return lines
+
+    def _lines(self, data: bytes, begin: int, end: int, tos: list[int], pids: list[int]) -> dict[int, set[int]]:
+        """The lines the reports (``tos``: match ends, relative to ``begin``; ``pids``) end in, one
+        by one: where they are few."""
         lines: dict[int, set[int]] = {}
         rfind, find = data.rfind, data.find
+        same = self._same
         last_start, last_end, last_set = -1, -1, None
-        for to, pid in ends:
+        for to, pid in zip(tos, pids):
             to += begin
             if last_start <= to - 1 < last_end and last_set is not None:
                 last_set.add(pid)
+                if pid in same:
+                    last_set.update(same[pid])
                 continue
             # the byte that completed the match belongs to the line ending at the next newline
             at = to - 1 if to > begin else begin
@@ -379,14 +675,110 @@ class HyperscanScanner:
             if got is None:
                 got = lines[start] = set()
             got.add(pid)
+            if pid in same:
+                got.update(same[pid])
             nl = find(b"\n", at, end)
             last_start, last_end, last_set = start, (nl if nl >= 0 else end), got
-        if self._fallback is not None:
-            before = self._fallback.reports
-            for start, pids in self._fallback.scan_range(data, begin, end).items():
-                lines.setdefault(start, set()).update(pids)
-            self.reports += self._fallback.reports - before
         return lines
+
+    def _dense_lines(self, data: bytes, begin: int, end: int, tos: list[int], pids: list[int]
+                     ) -> dict[int, set[int]]:
+        """What ``_lines`` and ``_narrowed`` give, for a range with many reports: the line of each
+        report from the range's newlines (numpy), and the narrowed patterns checked by one scan of
+        the whole range with the database of their whole expressions, each kept to one line
+        (``one_line``: a match of it lies in one line, as on the lines joined). No Python step per
+        report that the narrowing drops (a traceback's ``raise ValueError(`` line)."""
+        import numpy as np
+
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin) == 10)
+        before = np.concatenate((np.array([-1], dtype=np.int64), newlines))
+
+        def starts_of(ends: list[int]) -> np.ndarray:
+            t = np.asarray(ends, dtype=np.int64)  # (match ends, relative to ``begin``)
+            return before[np.searchsorted(newlines, np.maximum(t - 1, 0), side="left")] + 1
+
+        starts = starts_of(tos)
+        pid_arr = np.asarray(pids, dtype=np.int64)
+        if self._narrow:
+            narrowed = np.isin(pid_arr, np.fromiter(self._narrow, dtype=np.int64))
+            count = int(np.count_nonzero(narrowed))
+            if count:
+                hit_tos: list[int] = []
+                hit_pids: list[int] = []
+                add_to, add_pid = hit_tos.append, hit_pids.append
+
+                def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                    add_to(to)
+                    add_pid(pid)
+
+                assert self._narrow_db is not None
+                if count >= NARROW_WHOLE:  # the whole range, once
+                    self._narrow_db.scan(memoryview(data)[begin:end],  # type: ignore[type-var]
+                                         match_event_handler=on_match, scratch=self._narrow_scratch)
+                    hit_starts = starts_of(hit_tos)
+                else:  # the few lines, joined
+                    check = np.unique(starts[narrowed])
+                    find = data.find
+                    parts = [data[s:e if (e := find(b"\n", s, end)) >= 0 else end] for s in (check + begin).tolist()]
+                    self._narrow_db.scan(b"\n".join(parts), match_event_handler=on_match, scratch=self._narrow_scratch)
+                    sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1
+                    joined_at = np.cumsum(sizes) - sizes
+                    hit_starts = check[np.searchsorted(joined_at, np.asarray(hit_tos, dtype=np.int64) - 1,
+                                                       side="right") - 1]
+                # (line start, id) as one key: a narrowed report stays where the whole expression of
+                # its pattern matched its line too
+                hits = hit_starts * _KEY_SPAN + np.asarray(hit_pids, dtype=np.int64)
+                keep = ~narrowed | np.isin(starts * _KEY_SPAN + pid_arr, hits)
+                starts, pid_arr = starts[keep], pid_arr[keep]
+        lines: dict[int, set[int]] = {}
+        same = self._same
+        for start, pid in zip((starts + begin).tolist(), pid_arr.tolist()):
+            got = lines.get(start)
+            if got is None:
+                got = lines[start] = set()
+            got.add(pid)
+            if pid in same:
+                got.update(same[pid])
+        return lines
+
+    def _narrowed(self, data: bytes, end: int, lines: dict[int, set[int]]) -> None:
+        """Take from ``lines`` each pattern whose head was trimmed where its whole expression does
+        not match the line (and a line left with no pattern): the lines are scanned again, joined,
+        by the database of the whole expressions."""
+        narrow, every = self._narrow, self._narrow_every
+        check = [s for s, pids in lines.items() if not every.isdisjoint(pids)]
+        if not check:
+            return
+        find = data.find
+        parts = [data[s:e if (e := find(b"\n", s, end)) >= 0 else end] for s in check]
+        tos: list[int] = []
+        hit_pids: list[int] = []
+
+        def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            tos.append(to)
+            hit_pids.append(pid)
+
+        assert self._narrow_db is not None
+        self._narrow_db.scan(b"\n".join(parts), match_event_handler=on_match, scratch=self._narrow_scratch)
+        import numpy as np
+
+        # which checked line each report ends in: the lines' starts in the joined bytes, searched
+        sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1
+        at = np.cumsum(sizes) - sizes
+        line_of = (np.searchsorted(at, np.asarray(tos, dtype=np.int64) - 1, side="right") - 1).tolist()
+        hit = set(zip(line_of, hit_pids))
+        hit_lines = set(line_of)
+        same = self._same
+        for k, s in enumerate(check):
+            pids = lines[s]
+            if k not in hit_lines:
+                pids -= every
+            else:
+                for pid in narrow.intersection(pids):
+                    if (k, pid) not in hit:
+                        pids.difference_update(same.get(pid, (pid,)))
+            if not pids:
+                del lines[s]
 
 
 # --- compiling, and the on-disk cache of compiled databases ---------------------------------------
