@@ -742,7 +742,8 @@ class RuleSet:
 
     def confirm(self, index: int, text: str, context: Sequence[str] | Callable[[], Sequence[str]],
                 budget: RuleBudget | None = None,
-                may_match_all: Callable[[tuple[str, ...], str], bool] | None = None
+                may_match_all: Callable[[tuple[str, ...], str | bytes | memoryview], bool] | None = None,
+                raw_window: Callable[[Rule], bytes | memoryview | None] | None = None
                 ) -> tuple[dict[str, str] | None, bool]:
         """Captures if rule ``index`` matches ``text`` (with ``context`` for event scope), else None;
         and whether this call spent the rule's ``budget`` (then it is not to be tried again).
@@ -754,7 +755,9 @@ class RuleSet:
         may need is timed again in CPU time (``time.thread_time``), so that a process the machine
         descheduled is not charged for it. Raises ``PatternTimeout`` when a pattern was abandoned.
         ``may_match_all(patterns, window)``: False when one of an event rule's ``all`` patterns surely
-        has no match in its window (a faster prefilter's answer; then the patterns are not searched)."""
+        has no match in its window (a faster prefilter's answer; then the patterns are not searched).
+        ``raw_window(rule)``: the UTF-8 of an event rule's window as it lies in the source, when it does
+        (else None): then the prefilter is asked before the context is built, and only once."""
         got: list[Sequence[str]] = []
 
         def ctx() -> Sequence[str]:
@@ -763,12 +766,12 @@ class RuleSet:
             return got[0]
 
         if budget is None:
-            return self._confirm(index, text, ctx, may_match_all), False
+            return self._confirm(index, text, ctx, may_match_all, raw_window), False
         import time
 
         t0 = time.perf_counter()
         try:
-            caps = self._confirm(index, text, ctx, may_match_all)
+            caps = self._confirm(index, text, ctx, may_match_all, raw_window)
         except PatternTimeout as e:
             e.spent = budget.charge(index, time_limit(text), True)
             raise
@@ -782,14 +785,15 @@ class RuleSet:
                 return caps, False
         c0 = time.thread_time()
         try:
-            self._confirm(index, text, ctx, may_match_all)
+            self._confirm(index, text, ctx, may_match_all, raw_window)
         except PatternTimeout:
             pass
         cpu = time.thread_time() - c0
         return caps, cpu > limit and budget.charge(index, cpu - limit, False)
 
     def _confirm(self, index: int, text: str, context: Callable[[], Sequence[str]],
-                 may_match_all: Callable[[tuple[str, ...], str], bool] | None = None) -> dict[str, str] | None:
+                 may_match_all: Callable[[tuple[str, ...], str | bytes | memoryview], bool] | None = None,
+                 raw_window: Callable[[Rule], bytes | memoryview | None] | None = None) -> dict[str, str] | None:
         c = self.compiled(index)
         rid = c.rule.id
         hit = None
@@ -803,8 +807,11 @@ class RuleSet:
         if not c.all and not c.not_:
             return caps
         event = c.rule.match.scope is Scope.EVENT
+        raw = raw_window(c.rule) if event and c.all and may_match_all is not None and raw_window is not None else None
+        if raw is not None and not may_match_all(c.rule.match.all, raw):  # type: ignore[misc]
+            return None  # (before a line of the context is decoded)
         window = "\n".join([*context(), text]) if event else text
-        if c.all and may_match_all is not None and not may_match_all(c.rule.match.all, window):
+        if c.all and may_match_all is not None and raw is None and not may_match_all(c.rule.match.all, window):
             return None
         for p in c.all:
             m = _search(p, window, rid)

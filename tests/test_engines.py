@@ -684,6 +684,92 @@ def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(
     assert tried > 200
 
 
+#: lines of caught and uncaught tracebacks, and what may sit beside them: prefixes, ANSI codes,
+#: progress frames, non-ASCII and broken UTF-8 (the window then cannot be read as it lies)
+_WINDOW_LINES = (
+    b"Traceback (most recent call last):",
+    b'  File "/usr/lib/python3.11/multiprocessing/resource_sharer.py", line 86, in get_connection',
+    b'  File "/opt/torch/serialization.py", line {i}, in save',
+    b"    torch.save(state, path)",
+    b"Exception ignored in: <function _Loader.__del__ at 0x7f{i}>",
+    b"ConnectionResetError: [Errno 104] Connection reset by peer",
+    b"OSError: [Errno 5] Input/output error: '/lustre/shard-{i}.tar'",
+    b"ValueError: corrupt sample {i}",
+    b"2026-03-02 14:01:0{d},000 - data - ERROR - reading shard {i} failed",
+    b"2026-03-02 14:01:0{d},000 - lightning - INFO - Saving checkpoint to /ckpt/{i}",
+    b"[rank{d}]:OSError: [Errno 5] Input/output error",
+    b"{d}: [default0]:  File \"/opt/torch/serialization.py\", line 1, in save",
+    b"\x1b[31mConnectionResetError: [Errno 104] Connection reset by peer\x1b[0m",
+    b"Epoch 0:  {d}%|\xe2\x96\x88\xe2\x96\x88 | {i}/100\rConnectionResetError: [Errno 104] Connection reset by peer",
+    b"caf\xc3\xa9 {i} \xe2\x96\x88",
+    b"broken \xff\xfe utf-8 {i}",
+    b"",
+)
+
+
+@st.composite
+def _window_log(draw) -> bytes:
+    rnd = draw(st.randoms(use_true_random=False))
+    kinds = draw(st.lists(st.sampled_from(_WINDOW_LINES), min_size=1, max_size=8))
+    n = draw(st.integers(0, 300))
+    lines = [rnd.choice(kinds).replace(b"{i}", str(i).encode()).replace(b"{d}", str(rnd.randrange(10)).encode())
+             for i in range(n)]
+    return b"\n".join(lines) + (b"\n" if draw(st.booleans()) else b"")
+
+
+@needs_hs
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_window_log(), st.integers(0, 250), st.booleans())
+def test_raw_window_is_the_window_built_line_by_line(engine, data, k, after):
+    """``Confirmer.raw_window``, when it answers, is the UTF-8 of the window ``process`` builds for an
+    event rule at that line (its message, and the messages of the lines before it as far as the rule
+    looks, joined by newlines): asking the prefilter of those bytes is asking it of the window."""
+    from correlator.extract.confirmer import CONTEXT_MAX_BEFORE, Confirmer
+    from correlator.extract.lines import Buffer, parse_line
+    from correlator.model import MatchSpec, Scope
+
+    rule = replace(engine.ruleset.rules[0], match=MatchSpec(any=("x",), scope=Scope.EVENT, context_lines=k,
+                                                           context_after=3 if after else 0))
+    buf = Buffer(data, 0, 0, 1)
+    c = Confirmer.__new__(Confirmer)
+    start = 0
+    answered = 0
+    while start <= len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        prefix, msg = parse_line(data[start:end])
+        if not prefix.length and "\r" not in msg:
+            got = c.raw_window(buf, start, rule)
+            if got is not None:
+                answered += 1
+                before = buf.context(start, b"", min(k, CONTEXT_MAX_BEFORE), 0)[0]
+                assert got == "\n".join([*(before[-k:] if k else []), msg]).encode("utf-8"), (start, data)
+                assert not after
+        start = end + 1
+    if data.count(b"\n") > 3 and not after and b"\x1b" not in data and b"\r" not in data and b"\xff" not in data \
+            and b"]:" not in data and k <= 3:
+        assert answered  # (not a test that cannot fail: plain lines are answered)
+
+
+@needs_hs
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_window_log(), st.sampled_from([None, 700, 4096]))
+def test_window_prefilter_gives_the_digest_of_the_patterns_alone(engine, data, chunk):
+    """Event rules' windows asked of the Hyperscan prefilter first (built, or as they lie in the
+    source) or searched by their patterns alone: the same digest."""
+    import correlator.extract.confirmer as confirmer
+
+    opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+    src = SourceInfo(path="rank-3.log", kind="memory", size=len(data), file_rank=3)
+    try:
+        fast = extract(src, engine, opts, stream=io.BytesIO(data))
+        confirmer.WINDOW_PREFILTER = False
+        slow = extract(src, engine, opts, stream=io.BytesIO(data))
+    finally:
+        confirmer.WINDOW_PREFILTER = True
+    assert fast == slow
+
+
 @needs_hs
 def test_window_prefilter_never_rules_out_a_window_the_patterns_match(rules):
     """``WindowFinder.may_match_all`` says False only where a rule's ``all`` patterns do not all match:

@@ -568,6 +568,36 @@ class Confirmer:
                      captures=_captures(pm.caps), context=context, attempt=src.attempt,
                      tz_assumed=bool(pm.stamp and pm.stamp.tz_assumed))
 
+    def raw_window(self, buf: Buffer, start: int, rule: Rule) -> bytes | None:
+        """The UTF-8 of the window ``process`` builds for event rule ``rule`` at the line at ``start``
+        (the lines before as far as it looks, joined by newlines, then the line), as it lies in the
+        buffer, when it does: the line has no launcher prefix and is its own frame (the caller says
+        so), none of the lines is cut, may hold a launcher prefix (``MAYBE_PREFIX_RE``, a superset:
+        its message is the line) or holds a carriage return or an ANSI code, the rule looks at no
+        line after it, and the bytes are UTF-8. Else None (then the window is built and asked)."""
+        k = rule.match.context_lines
+        if rule.match.context_after or k < 0:
+            return None
+        data = buf.data
+        n = min(k, CONTEXT_MAX_BEFORE)
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        lo = start
+        for _ in range(n):  # (as Buffer.lines_before walks back)
+            if lo == 0:
+                break
+            lo = data.rfind(b"\n", 0, lo - 1) + 1
+        if (lo == 0 and start > 0) or end - lo > MAX_LINE_BYTES or data.find(b"\x1b", lo, end) >= 0 \
+                or data.find(b"\r", lo, end) >= 0 or (lo < start and MAYBE_PREFIX_RE.search(data, lo - 1, start)):
+            return None
+        window = data[lo:end]
+        if not window.isascii():
+            try:
+                window.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        return window
+
     # --- the candidates of one block ------------------------------------------------------------
 
     def _lane_rule(self, pids: frozenset[int]) -> tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] | None:
@@ -649,7 +679,7 @@ class Confirmer:
             for k in broken:
                 keep[k] = False
         distinct = [x for x in lane_of.values() if x is not None]
-        keep = self._near_literals(data, starts, lanes, distinct, keep)
+        keep = self._near_literals(buf, starts, lanes, distinct, keep)
         if keep is not None and not all(keep):
             starts, raws, lanes = list(compress(starts, keep)), list(compress(raws, keep)), list(compress(lanes, keep))
             if not starts:
@@ -685,18 +715,21 @@ class Confirmer:
             return Lane(confirmed, list(order[:first]))
         return Lane(confirmed, list(filterfalse(set().union(*decided).__contains__, order)))
 
-    def _near_literals(self, data: bytes, starts: list[int], lanes: list[_LaneRule], distinct: list[_LaneRule],
+    def _near_literals(self, buf: Buffer, starts: list[int], lanes: list[_LaneRule], distinct: list[_LaneRule],
                        keep: list[bool] | None) -> list[bool] | None:
         """``keep`` (which lines stay in the lane; None: all) without the lines near which an event rule beside
         their rule finds one of its required literals (``context_requires``: then that rule is tried
         one by one). Most blocks hold none of the literals at all: then no line is asked."""
         budget = self.engine.budget
+        data = buf.data
         reach = max(0, starts[0] - CONTEXT_REQUIRES_BYTES)
         last = starts[-1]  # (no literal ending after the last line's start counts)
         within: dict[tuple[tuple[int, tuple[bytes, ...]], ...], bool] = {}
         for _ri, context_rules in distinct:
             if context_rules and context_rules not in within:
-                within[context_rules] = any(data.find(lit, reach, last) >= 0 for _, lits in context_rules for lit in lits)
+                # (through the buffer's record of the literal's places: the lines taken one by one ask
+                # the same literal, and the bytes are searched once for both)
+                within[context_rules] = any(buf.holds_before(lit, reach, last) for _, lits in context_rules for lit in lits)
         if not any(within.values()):
             return keep
         # a literal's places from the first line's reach on, and how many of them end before the
@@ -864,8 +897,11 @@ class Confirmer:
                     inner = _EMBEDDED_PREFIX.search(frame)
                     if inner is not None and inner.start() > 0:
                         frame = frame[inner.start():]
+                    # the line's window lies as it is in the source (no prefix, the frame is the whole line)
+                    raw_at = (partial(self.raw_window, buf, start) if may_match_all is not None and not pbytes
+                              and frame is msg and rule.match.scope is Scope.EVENT else None)
                     try:
-                        caps, spent = rs.confirm(ri, frame, ctx, budget, may_match_all)
+                        caps, spent = rs.confirm(ri, frame, ctx, budget, may_match_all, raw_at)
                     except PatternTimeout as e:
                         self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
                         if e.spent:
