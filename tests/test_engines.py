@@ -686,7 +686,7 @@ def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(
 
 #: lines of caught and uncaught tracebacks, and what may sit beside them: prefixes, ANSI codes,
 #: progress frames, non-ASCII and broken UTF-8 (the window then cannot be read as it lies)
-_WINDOW_LINES = (
+_EVENT_LINES = (
     b"Traceback (most recent call last):",
     b'  File "/usr/lib/python3.11/multiprocessing/resource_sharer.py", line 86, in get_connection',
     b'  File "/opt/torch/serialization.py", line {i}, in save',
@@ -710,7 +710,7 @@ _WINDOW_LINES = (
 @st.composite
 def _window_log(draw) -> bytes:
     rnd = draw(st.randoms(use_true_random=False))
-    kinds = draw(st.lists(st.sampled_from(_WINDOW_LINES), min_size=1, max_size=8))
+    kinds = draw(st.lists(st.sampled_from(_EVENT_LINES), min_size=1, max_size=8))
     n = draw(st.integers(0, 300))
     lines = [rnd.choice(kinds).replace(b"{i}", str(i).encode()).replace(b"{d}", str(rnd.randrange(10)).encode())
              for i in range(n)]

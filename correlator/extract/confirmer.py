@@ -4,7 +4,7 @@ Owns what turns a scanner's candidate line into a ``Match``: the rules' confirma
 time budgets), who the line is about, its time (its own stamp, or inherited from its writer's
 neighbouring stamped lines, with bounds), its context, and the bookkeeping of what is kept -- the
 first ``KEEP_FIRST`` and last ``KEEP_LAST`` matches of each (rule, writer), the ones past the first
-counted as ``Pending`` and built only if they are still kept when their block ends; a new writer's
+counted as ``Pending`` and built only if they are still kept when their region ends; a new writer's
 matches of a rule that already has ``GROUP_PAST_WRITERS`` writers with a rank only counted, in
 ``MatchGroup``s. Fact lines go to ``statements``. It must not read the source or know its windows.
 """
@@ -176,7 +176,7 @@ _ONE_WRITER_KEY = ("one-writer",)
 class Pending:
     """A confirmed match past the first KEEP_FIRST of its (rule, writer): what its line said, and
     what of the state its time depends on at that point. Its time, rank and context are built only
-    if it is still among the last KEEP_LAST when its block ends (``Confirmer.build``); the others are
+    if it is still among the last KEEP_LAST when its region ends (``Confirmer.build``); the others are
     counted. A line that may name its writer's host while that writer's host is not known yet is
     built at once (its rank may make that host the writer's, for the matches after it)."""
 
@@ -341,8 +341,8 @@ class Confirmer:
         self.hygiene = hygiene
         self.matches: list[Match] = []
         self.kept: dict[tuple[str, tuple], int] = defaultdict(int)
-        #: the last KEEP_LAST matches of each (rule, writer): built ones, and ones of the current block
-        #: not built yet (``Pending``, built when the block ends)
+        #: the last KEEP_LAST matches of each (rule, writer): built ones, and ones of the current region
+        #: not built yet (``Pending``, built when the region ends: ``build_pending``)
         self.tail_keep: dict[tuple[str, tuple], list[Match | Pending]] = defaultdict(list)
         self.dropped: dict[str, int] = defaultdict(int)
         #: rule id -> writers with a rank whose matches of it are kept; past GROUP_PAST_WRITERS a new
@@ -370,7 +370,10 @@ class Confirmer:
         self.scans: dict[tuple, _Scan] = {}
         #: a candidate's pattern ids -> (the one rule that can take it in the bulk lane, the context rules
         #: whose required literals must be absent), or None (``bulk_lane``)
-        self.lane_rules: dict[frozenset[int], tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] | None] = {}
+        self.lane_rules: dict[frozenset[int], _LaneRule | None] = {}
+        #: the pending matches of the current region, in line order, and the buffer of its bytes
+        self.pending: list[Pending] = []
+        self.region: Buffer | None = None
 
     # --- what is kept ---------------------------------------------------------------------------
 
@@ -398,7 +401,7 @@ class Confirmer:
 
     def add_pending(self, pm: Pending) -> None:
         """Count a match past its first KEEP_FIRST; it is built (``build``) only if it is still
-        among the last KEEP_LAST when its block ends."""
+        among the last KEEP_LAST when its region ends."""
         self.confirmed += 1
         k = (pm.rule.id, pm.key)
         self.kept[k] += 1
@@ -433,7 +436,7 @@ class Confirmer:
         matches += [g.earliest for g in self.grouped.values() if g.earliest is not None]
         for kept in self.tail_keep.values():
             for m in kept:
-                assert isinstance(m, Match)  # (a pending match is built, or dropped, when its block ends)
+                assert isinstance(m, Match)  # (a pending match is built, or dropped, when its region ends)
                 matches.append(m)
         return matches
 
@@ -819,8 +822,8 @@ class Confirmer:
 
         A candidate is confirmed before anything is built around it (an event rule's context only when
         its line matched and it has patterns to try over the context). A confirmed match past the first
-        KEEP_FIRST of its rule and writer is only counted (``Pending``) until the block ends; then the
-        ones still among the last KEEP_LAST get their time, rank and context."""
+        KEEP_FIRST of its rule and writer is only counted (``Pending``) until the region ends; then the
+        ones still among the last KEEP_LAST get their time, rank and context (``build_pending``)."""
         engine = self.engine
         rs = engine.ruleset
         budget = engine.budget
@@ -829,7 +832,8 @@ class Confirmer:
         data = buf.data
         line_no = buf.base_line
         counted_to = buf.begin
-        pending: list[Pending] = []
+        pending = self.pending
+        self.region = buf
         nccl_only = {engine.nccl_fact}
         finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
         may_match_all = finder.may_match_all if finder is not None else None
@@ -965,11 +969,20 @@ class Confirmer:
             if order[-1] > counted_to and order[-1] >= buf.begin:  # (the last candidate's line, as without the lane)
                 line_no += count_lines(self.ctx.scanner, data, counted_to, order[-1], buf.base_offset)
                 counted_to = order[-1]
-        for pm in pending:  # (in line order) the pending matches still kept: built while their bytes are here
+        return line_no, counted_to
+
+    def build_pending(self) -> None:
+        """Build the pending matches of the region just processed that are still among the last
+        KEEP_LAST of their rule and writer, while its bytes are here (the caller says when: its blocks
+        share the region's bytes, so a match pushed out by a later block of it is never built)."""
+        buf = self.region
+        for pm in self.pending:  # (in line order)
             if pm.alive:
+                assert buf is not None
                 ring = self.tail_keep[(pm.rule.id, pm.key)]
                 ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
-        return line_no, counted_to
+        self.pending = []
+        self.region = None
 
     # --- what it says at the end ----------------------------------------------------------------
 
