@@ -770,6 +770,90 @@ def test_window_prefilter_gives_the_digest_of_the_patterns_alone(engine, data, c
     assert fast == slow
 
 
+def _example_lines(rules) -> list[str]:
+    """Every rule's example lines of printable ASCII (the lane's lines), and each cut in two at every
+    seventh character, the halves one after the other (a match reaching across the newline between
+    them would be found in the second)."""
+    lines: list[str] = []
+    for ln in dict.fromkeys(ln for r in rules for ex in r.examples for ln in ex.log.splitlines()):
+        if all(c == "\t" or " " <= c <= "~" for c in ln):
+            lines.append(ln)
+            for k in range(3, len(ln), 7):
+                lines += [ln[:k], ln[k:]]
+    return lines
+
+
+def _joined(lines: list[str]) -> tuple[bytes, list[int]]:
+    places, at = [], 0
+    for ln in lines:
+        places.append(at)
+        at += len(ln) + 1
+    return ("\n" + "\n".join(lines)).encode(), places
+
+
+@needs_hs
+def test_exact_lane_confirms_the_lines_regex_confirms(rules):
+    """Every line-scope rule's exact Hyperscan database (``lanes.ExactLines``) confirms, among all the
+    rules' example lines joined (and their halves), exactly the lines its patterns confirm one by one."""
+    import regex
+
+    from correlator.extract.lanes import exact_expression, exact_lines
+    from correlator.ruleset import RuleSet
+
+    rs = RuleSet(rules)
+    lines = _example_lines(rules)
+    joined, places = _joined(lines)
+    tried = 0
+    for i, r in enumerate(rules):
+        bulk = rs.bulk(i)
+        exact = exact_lines(r, bulk.not_literals) if bulk is not None else None
+        if exact is None:
+            # (a database built is checked against the rule's own lines: every one read here passes)
+            assert bulk is None or any(exact_expression(p) is None for p in (*r.match.any, *r.match.not_)), r.id
+            continue
+        tried += 1
+        anys = [regex.compile(p) for p in r.match.any]
+        nots = [regex.compile(p) for p in r.match.not_]
+        want = [k for k, ln in enumerate(lines) if any(p.search(ln) for p in anys) and not any(p.search(ln) for p in nots)]
+        assert exact.confirmed(joined, places) == want, r.id
+    assert tried > 200
+
+
+@needs_hs
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_exact_lane_confirms_what_regex_confirms_on_any_line(rules, data):
+    """The same on lines made of pieces of a rule's own example lines and random printable ASCII:
+    anchors, optional parts, classes and case cut and joined anyhow."""
+    import regex
+
+    from correlator.extract.lanes import exact_lines
+    from correlator.ruleset import RuleSet
+
+    rs = RuleSet(rules)
+    i = data.draw(st.sampled_from([k for k, r in enumerate(rules) if rs.bulk(k) is not None]))
+    r = rules[i]
+    bulk = rs.bulk(i)
+    assert bulk is not None
+    exact = exact_lines(r, bulk.not_literals)
+    if exact is None:
+        return
+    own = [ln for ex in r.examples for ln in ex.log.splitlines() if all(c == "\t" or " " <= c <= "~" for c in ln)]
+    piece = st.one_of(st.sampled_from(own or ["x"]).flatmap(
+        lambda ln: st.integers(0, len(ln)).flatmap(lambda a: st.integers(a, len(ln)).map(lambda b: ln[a:b]))),
+        st.text(alphabet=[chr(c) for c in range(0x20, 0x7f)] + ["\t"], max_size=6))
+    # lines of pieces, and an example line cut anywhere into two adjacent lines (a match of the whole
+    # line that reached across the newline would be found in the second)
+    cut = st.sampled_from(own or ["x"]).flatmap(lambda ln: st.integers(0, len(ln)).map(lambda c: [ln[:c], ln[c:]]))
+    groups = data.draw(st.lists(st.one_of(st.lists(piece, max_size=5).map(lambda ps: ["".join(ps)]), cut),
+                                min_size=1, max_size=8))
+    lines = [ln for g in groups for ln in g]
+    anys = [regex.compile(p) for p in r.match.any]
+    nots = [regex.compile(p) for p in r.match.not_]
+    want = [k for k, ln in enumerate(lines) if any(p.search(ln) for p in anys) and not any(p.search(ln) for p in nots)]
+    assert exact.confirmed(*_joined(lines)) == want, (r.id, lines)
+
+
 @needs_hs
 def test_window_prefilter_never_rules_out_a_window_the_patterns_match(rules):
     """``WindowFinder.may_match_all`` says False only where a rule's ``all`` patterns do not all match:

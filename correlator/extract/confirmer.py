@@ -22,6 +22,7 @@ from itertools import accumulate, compress, filterfalse, repeat
 from operator import add, eq, is_not, itemgetter, sub
 from typing import TYPE_CHECKING
 
+from correlator.extract.lanes import exact_lines
 from correlator.extract.lines import (
     LOOK_LINES,
     MAX_LINE_BYTES,
@@ -95,6 +96,9 @@ _NO_KEY = NO_PREFIX.key
 #: every candidate takes the line-by-line path, which stays the definition (the property tests
 #: compare both)
 BULK_LANE = True
+#: whether the bulk lane asks Hyperscan which lines a rule confirms (``lanes.ExactLines``) where it
+#: can; off, ``regex`` searches the lines joined (the tests compare both)
+EXACT_LANE = True
 #: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
 #: less one by one than the lane's searches)
 BULK_MIN_CANDIDATES = KEEP_FIRST
@@ -181,7 +185,8 @@ class Pending:
     built at once (its rank may make that host the writer's, for the matches after it)."""
 
     rule: Rule
-    caps: dict[str, str]
+    #: None: a bulk-lane line, whose captures are taken when it is built (``Confirmer.build_pending``)
+    caps: dict[str, str] | None
     frame: str
     #: the text the match shows (the frame, or its event's text when a frame boundary cut a run)
     shown: str
@@ -201,6 +206,8 @@ class Pending:
     #: the writer's host as known at the line
     host: str | None
     alive: bool = True
+    #: the rule's index (a bulk-lane line's, whose captures are taken when it is built)
+    index: int = -1
 
     @property
     def rule_id(self) -> str:
@@ -257,6 +264,23 @@ class Grouping:
             return None
         return MatchGroup(rule_id, path, host, attempt, self.count, compress_ranks(self.ranks), self.first_offset,
                           self.last_offset, self.first_line, self.last_line, self.first_ns, self.last_ns)
+
+
+def _lines_back(data: bytes, start: int, n: int) -> int:
+    """The start of the ``n``-th line before the line at ``start`` (a line start), or 0 when fewer
+    lines lie before it: where ``Buffer.lines_before(start, n)`` ends, found by one ``rsplit`` of
+    the bytes before it (an ``rfind`` per line cost a Python step each), in reaches that double."""
+    if n <= 0 or start == 0:
+        return start
+    reach = 128 * n
+    while True:
+        lo = max(0, start - 1 - reach)
+        parts = data[lo:start - 1].rsplit(b"\n", n)
+        if len(parts) > n:  # (n newlines found: the first part ends before the n-th line)
+            return lo + len(parts[0]) + 1
+        if lo == 0:
+            return 0
+        reach *= 4
 
 
 def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
@@ -558,6 +582,7 @@ class Confirmer:
     def build(self, buf: Buffer, pm: Pending) -> Match:
         """The match a pending one stands for, as ``process`` would have built it at its line."""
         src = self.ctx.src
+        assert pm.caps is not None
         t, lo, hi, kind = self.line_time(buf, pm.start, pm.line_prefix, pm.pbytes, pm.key, pm.stamp,
                                          pm.one_process, pm.last)
         context = _match_context(buf, pm.start, pm.pbytes) if pm.primary else ()
@@ -585,11 +610,7 @@ class Confirmer:
         n = min(k, CONTEXT_MAX_BEFORE)
         end = data.find(b"\n", start)
         end = len(data) if end < 0 else end
-        lo = start
-        for _ in range(n):  # (as Buffer.lines_before walks back)
-            if lo == 0:
-                break
-            lo = data.rfind(b"\n", 0, lo - 1) + 1
+        lo = _lines_back(data, start, n)
         if (lo == 0 and start > 0) or end - lo > MAX_LINE_BYTES or data.find(b"\x1b", lo, end) >= 0 \
                 or data.find(b"\r", lo, end) >= 0 or (lo < start and MAYBE_PREFIX_RE.search(data, lo - 1, start)):
             return None
@@ -689,24 +710,26 @@ class Confirmer:
                 return None
             joined = b"\n".join([b"", *raws])
             places = list(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0))
-        # confirmed per rule: the lines joined are searched once per pattern of the rule
+        # confirmed per rule: the lines joined searched once (Hyperscan, exact) or once per pattern (regex)
         rules = sorted({ri for ri, _ in distinct})
         confirmed: dict[int, list[int]] = {}
         decided: list[list[int]] = []
         for ri in rules:
             if len(rules) == 1:
-                group, text = starts, joined[1:].decode("ascii")
+                group, gjoined, gplaces = starts, joined, places
             else:
                 mine = list(map(eq, map(itemgetter(0), lanes), repeat(ri)))
                 group = list(compress(starts, mine))
                 if not group:
                     continue
                 sub_raws = list(compress(raws, mine))
-                text = b"\n".join(sub_raws).decode("ascii")
-                places = list(accumulate(map(add, map(len, sub_raws[:-1]), repeat(1)), initial=0))
+                gjoined = b"\n".join([b"", *sub_raws])
+                gplaces = list(accumulate(map(add, map(len, sub_raws[:-1]), repeat(1)), initial=0))
             bulk = rs.bulk(ri)
             assert bulk is not None
-            got = bulk.confirmed(text, places)
+            exact = exact_lines(rs.rules[ri], bulk.not_literals) if finder is not None and EXACT_LANE else None
+            got = exact.confirmed(gjoined, gplaces) if exact is not None else bulk.confirmed(
+                gjoined[1:].decode("ascii"), gplaces)
             if got is None:
                 continue  # a pattern ran past the time limit: one by one, with the rule's budget
             decided.append(group)
@@ -801,17 +824,8 @@ class Confirmer:
             rule = rs.rules[ri]
             _, end = buf.line_at(start)
             text = data[start:end].decode("ascii")
-            try:
-                caps, _ = rs.confirm(ri, text, [], self.engine.budget)
-            except PatternTimeout as e:  # (its captures took too long alone: said as the plain path says it)
-                self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
-                caps = None
-            if caps is None:  # (not what the bulk search found: the line is not counted after all)
-                self.confirmed -= 1
-                self.kept[(rule.id, _NO_KEY)] -= 1
-                continue
-            pm = Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, line_no, None, _NO_KEY, b"",
-                         rule.role is Role.PRIMARY, False, dict(last), host)
+            pm = Pending(rule, None, text, text, NO_PREFIX, NO_PREFIX, start, line_no, None, _NO_KEY, b"",
+                         rule.role is Role.PRIMARY, False, dict(last), host, index=ri)
             self.tail_keep[(rule.id, _NO_KEY)].append(pm)
             pending.append(pm)
         return line_no, counted_to
@@ -976,11 +990,24 @@ class Confirmer:
         KEEP_LAST of their rule and writer, while its bytes are here (the caller says when: its blocks
         share the region's bytes, so a match pushed out by a later block of it is never built)."""
         buf = self.region
+        rs = self.engine.ruleset
         for pm in self.pending:  # (in line order)
-            if pm.alive:
-                assert buf is not None
-                ring = self.tail_keep[(pm.rule.id, pm.key)]
-                ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
+            if not pm.alive:
+                continue
+            assert buf is not None
+            ring = self.tail_keep[(pm.rule.id, pm.key)]
+            at = next(i for i, x in enumerate(ring) if x is pm)
+            if pm.caps is None:  # (a bulk-lane line: its captures, from its own search)
+                try:
+                    pm.caps, _ = rs.confirm(pm.index, pm.frame, [], self.engine.budget)
+                except PatternTimeout as e:  # (its search alone took too long: said as the plain path says it)
+                    self.timeouts.setdefault(e.rule_id, [0, pm.line_no])[0] += 1
+                if pm.caps is None:  # (not what the bulk search found: the line is not counted after all)
+                    self.confirmed -= 1
+                    self.kept[(pm.rule.id, pm.key)] -= 1
+                    del ring[at]
+                    continue
+            ring[at] = self.build(buf, pm)
         self.pending = []
         self.region = None
 
