@@ -657,8 +657,11 @@ class Confirmer:
         starts: list[int] = list(order[first:])
         if not starts:
             return None
-        # the lane each candidate's pattern ids make (classified once per set of ids in the source)
-        keys = list(map(frozenset, map(lines.__getitem__, starts)))
+        # the lane each candidate's pattern ids make (classified once per set of ids in the source); a
+        # dense block's candidates most often all have the same ids: one comparison each says so
+        ids = list(map(lines.__getitem__, starts))
+        same = ids[0]
+        keys = [frozenset(same)] if all(map(same.__eq__, ids)) else list(map(frozenset, ids))
         classes = self.lane_rules
         off = budget.off  # (a rule switched off for the run: ``RuleBudget.disabled``)
         lane_of: dict[frozenset[int], _LaneRule | None] = {}
