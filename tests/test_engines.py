@@ -854,6 +854,32 @@ def test_exact_lane_confirms_what_regex_confirms_on_any_line(rules, data):
     assert exact.confirmed(*_joined(lines)) == want, (r.id, lines)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 120))
+def test_stamp_of_a_line_is_the_stamp_of_its_message(rnd, n):
+    """``confirmer.stamp_of`` (a line that cannot hold a prefix read by the stamp parser alone) ==
+    ``Stamps.of_line`` on every line of windows of all prefix and stamp dialects, ANSI codes and
+    traceback lines, line by line from two parsers that end in the same state (a full date read is
+    the reference of the year-less stamps after it)."""
+    from correlator.extract.confirmer import stamp_of
+    from correlator.extract.lines import Stamps
+
+    pool = [*_WINDOW_LINES, "Traceback (most recent call last):", '  File "/x.py", line {n}, in f',
+            "ValueError: step {n} at 14:0{n}:00", "E0302 14:01:02.000000 1 x.cc:1] {n}"]
+    data = _window_text(rnd, n, pool)
+    if rnd.random() < 0.3:
+        data = data[rnd.randrange(len(data) + 1):]
+    fast, plain = Stamps(UTC, None), Stamps(UTC, None)
+    s = 0
+    while s < len(data):
+        e = data.find(b"\n", s)
+        e = len(data) if e < 0 else e
+        assert stamp_of(fast, data, s, e) == plain.of_line(data[s:e]), data[s:e]
+        s = e + 1
+    assert vars(fast.parser) == vars(plain.parser) and (fast.tz_assumed, fast.year_inferred) == (
+        plain.tz_assumed, plain.year_inferred)
+
+
 @needs_hs
 def test_window_prefilter_never_rules_out_a_window_the_patterns_match(rules):
     """``WindowFinder.may_match_all`` says False only where a rule's ``all`` patterns do not all match:

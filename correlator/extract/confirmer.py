@@ -30,6 +30,7 @@ from correlator.extract.lines import (
     WRITER_WINDOW,
     Buffer,
     Context,
+    Stamps,
     line_who,
     parse_line,
     prefix_bytes,
@@ -264,6 +265,18 @@ class Grouping:
             return None
         return MatchGroup(rule_id, path, host, attempt, self.count, compress_ranks(self.ranks), self.first_offset,
                           self.last_offset, self.first_line, self.last_line, self.first_ns, self.last_ns)
+
+
+def stamp_of(stamps: Stamps, data: bytes, s: int, e: int) -> Parsed | None:
+    """``stamps.of_line(data[s:e])`` (the line at ``s``), without splitting a prefix off a line that
+    cannot hold one (``MAYBE_PREFIX_RE``, a superset of what ``split_prefix`` reads) and has no ANSI
+    code: its message is its text, and a line of a traceback is read by the stamp parser alone
+    (``inherit`` reads several such lines back to the stamped one before them)."""
+    raw = data[s:e]
+    if e - s <= MAX_LINE_BYTES and b"\x1b" not in raw and (
+            MAYBE_PREFIX_RE.match(data, s - 1) is None if s > 0 else MAYBE_PREFIX_RE.match(b"\n" + raw) is None):
+        return stamps.of(raw.decode("utf-8", "replace"))
+    return stamps.of_line(raw)
 
 
 def _lines_back(data: bytes, start: int, n: int) -> int:
@@ -505,7 +518,7 @@ class Confirmer:
         lo_dist = 0
         if i < 0:
             for n, (s, e) in enumerate(buf.writer_before(start, pbytes, LOOK_LINES), 1):
-                p = stamps.of_line(data[s:e])
+                p = stamp_of(stamps, data, s, e)
                 if p is not None:
                     lo, lo_at, lo_dist = p.time_ns, base + s, n
                     break
@@ -529,7 +542,7 @@ class Confirmer:
                 if ceiling is not None and s + len(pbytes) > ceiling:
                     break
                 after.append(base + s)
-                p = stamps.of_line(data[s:e])
+                p = stamp_of(stamps, data, s, e)
                 if p is not None:
                     hi = p.time_ns + p.resolution_ns
                     break
