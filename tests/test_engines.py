@@ -642,6 +642,241 @@ def test_bulk_lane_takes_the_repeated_plain_exceptions(engine, monkeypatch):
     assert n_fast <= confirmer.KEEP_FIRST * 2 + confirmer.KEEP_LAST < len(calls)
 
 
+# --- dense logs: NCCL init lines said again, the count lane == one by one ----------------------------
+
+#: lines of a dense log: NCCL init chatter (the same facts again and again, a communicator's pointer
+#: and id varying), lines one rule fires on over and over -- unstamped with an NCCL origin (a host), with
+#: a stamp (ISO, and glog's year-less one, whose year the ISO stamps set), plain --, and beside them
+#: what must not take a lane: prefixed, framed, coloured, non-ASCII, over-long lines, another rule
+_DENSE_LINES = (
+    "gpu-a{j:02d}:4000{d}:4000{d} [{d}] NCCL INFO comm 0x55d0{h} rank {d} nranks 8 cudaDev {d} busId {d}8000 "
+    "commId 0x9f3c{h} - Init START",
+    "gpu-a{j:02d}:4000{d}:4000{d} [{d}] NCCL INFO comm 0x55d0{h} rank {d} nranks 8 cudaDev {d} busId {d}8000 "
+    "commId 0x9f3c{h} - Init COMPLETE",
+    "gpu-a01:40000:40000 [0] NCCL INFO ncclCommInitRank comm 0x{h} rank {d} nranks 8 cudaDev 0 nvmlDev 0 busId "
+    "08000 commId 0x{h}{h} - Init START",
+    "gpu-a01:40000:40000 [0] NCCL INFO comm 0x{h} rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0",
+    "[rank{d}]:gpu-a01:40000:40000 [0] NCCL INFO comm 0x{h} rank {d} nranks 8 cudaDev 0 busId 08000 - Init START",
+    "gpu-a01:40000:40000 [0] NCCL INFO comm 0x{h} rank 0 nranks 8 cudaDev 0 busId 08000 \x1b[0m- Init START",
+    "gpu-a{j:02d}:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}",
+    "gpu-a01:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}",
+    "[2024-03-05 10:12:{j:02d},118] [INFO] [fused_optimizer.py:171:step] [deepspeed] fp16 dynamic loss scale "
+    "overflow! Skipping step. Attempted loss scale: 65536",
+    "W0616 00:37:{j:02d}.830000 4015698 torch/distributed/elastic/agent/server/api.py:719] Received "
+    "Signals.SIGTERM death signal, shutting down workers",
+    "2026-01-0{d} 00:00:{j:02d} W0616 00:37:{j:02d}.830000 4015698 torch/distributed/elastic/agent/server/api.py:719] "
+    "Received Signals.SIGTERM death signal, shutting down workers",
+    "gpu-a09:12345:12399 [5] include/alloc.h:114 NCCL WARN Cuda failure 'out of memory'",
+    "Mar  3 02:1{d}:07 gpu-a{j:02d} kernel: Out of memory: Kill process 48211 (python) score 912 or sacrifice child",
+    "ValueError: corrupt sample {i} in shard {j}",
+    "ValueError: Broken pipe {i}",
+    "{d}: gpu-a01:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}",
+    "[rank{d}]:[2024-03-05 10:12:{j:02d},118] [INFO] [fused_optimizer.py:171:step] [deepspeed] fp16 dynamic loss "
+    "scale overflow! Skipping step. Attempted loss scale: 65536",
+    "progress {i}%\rgpu-a01:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}",
+    "\x1b[32mgpu-a01:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}\x1b[0m",
+    "gpu-\u00e901:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}",
+    "2026-03-02 14:01:{j:02d},000 - train - INFO - step={i} loss=2.9067",
+    "filler line {i} with nothing in it",
+)
+
+
+@st.composite
+def _dense_log(draw) -> bytes:
+    rnd = random.Random(draw(st.integers(0, 1 << 32)))  # (not st.randoms: a log of a thousand lines is many draws)
+    kinds = draw(st.lists(st.sampled_from(_DENSE_LINES), min_size=1, max_size=6))
+    n = draw(st.integers(0, 900))
+    lines: list[str] = []
+    while len(lines) < n:  # (in runs of one kind: a lane's lines one after the other, past its first ones)
+        kind = rnd.choice(kinds)
+        lines += [kind.format(i=len(lines) + i, j=rnd.randrange(60), d=rnd.randrange(4),
+                              h="".join(rnd.choice("0123456789abcdef") for _ in range(rnd.randint(1, 12))))
+                  for i in range(rnd.choice([1, 2, 5, 30, 80, 450]))]
+    if lines and draw(st.integers(0, 7)) == 0:  # an over-long line among them (not often: it costs)
+        lines.insert(rnd.randrange(len(lines)), lines[0] + " x" * 530_000)
+    return ("\n".join(lines) + ("\n" if draw(st.booleans()) else "")).encode()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_dense_log(), st.sampled_from([None, 700, 4096]), st.sampled_from([None, 3]), st.sampled_from([4096, 3]))
+def test_dense_lines_give_the_digest_of_the_line_by_line_path(engine, data, chunk, file_rank, kept_lines):
+    """NCCL init lines judged said-before at once (``Confirmer.unsaid``) and the count lane
+    (``Confirmer.count_lane``: lines confirmed at once and, past the first KEEP_FIRST of their rule,
+    counted with their stamps read and only the last KEEP_LAST built, line numbers counted only for
+    them) give the digest of the line-by-line path, in any block size, with the bulk lane on or off,
+    and with a cap on the NCCL lines remembered that is reached."""
+    import correlator.extract.confirmer as confirmer
+
+    opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+    src = SourceInfo(path="rank-3.log", kind="memory", size=len(data), file_rank=file_rank)
+    saved = (confirmer.NCCL_SAID_AT_ONCE, confirmer.COUNT_LANE, confirmer.BULK_LANE, confirmer.BULK_MIN_CANDIDATES,
+             statements.NCCL_LINES_KEPT)
+    statements.NCCL_LINES_KEPT = kept_lines
+    confirmer.BULK_MIN_CANDIDATES = 0  # the lanes in small blocks too
+    try:
+        fast = extract(src, engine, opts, stream=io.BytesIO(data))
+        confirmer.BULK_LANE = False
+        fast_alone = extract(src, engine, opts, stream=io.BytesIO(data))
+        confirmer.NCCL_SAID_AT_ONCE = confirmer.COUNT_LANE = False
+        slow = extract(src, engine, opts, stream=io.BytesIO(data))
+    finally:
+        (confirmer.NCCL_SAID_AT_ONCE, confirmer.COUNT_LANE, confirmer.BULK_LANE, confirmer.BULK_MIN_CANDIDATES,
+         statements.NCCL_LINES_KEPT) = saved
+    assert fast == slow
+    assert fast_alone == slow
+
+
+def test_the_count_lane_takes_a_dense_nccl_log(engine, monkeypatch):
+    """The lanes are taken (not only equal): in a log of NCCL init blocks and 'Connection closed' lines
+    (an ``NCCL_DEBUG=INFO`` log), the init lines said again are not parsed and the closed lines past the
+    first KEEP_FIRST are not confirmed one by one; a line number is counted only for a match built."""
+    import correlator.extract.confirmer as confirmer
+    import correlator.extract.reader as reader_module
+    from correlator.extract import lines as lines_module
+    from correlator.ruleset import RuleSet
+
+    text = "".join(
+        f"gpu-a01:40000:40000 [0] NCCL INFO comm 0x55d0{i:08x} rank 3 nranks 8 cudaDev 3 busId 38000 - Init START\n"
+        f"gpu-a01:40000:40000 [0] NCCL INFO Channel 00/0 : 3 -> 4 via P2P\n"
+        f"gpu-a01:40000:40000 [0] NCCL INFO comm 0x55d0{i:08x} rank 3 nranks 8 cudaDev 3 busId 38000 - Init COMPLETE\n"
+        f"gpu-a01:40000:4007{i % 8} [0] NCCL INFO [Service thread] Connection closed by localRank {i % 8}\n"
+        for i in range(3000))
+    data = text.encode()
+    confirms, parses, counts = [], [], []
+    real_confirm, real_parse, real_count = RuleSet.confirm, lines_module.parse_line, reader_module.count_lines
+    monkeypatch.setattr(RuleSet, "confirm", lambda self, *a, **k: confirms.append(1) or real_confirm(self, *a, **k))
+    monkeypatch.setattr(confirmer, "parse_line", lambda raw: parses.append(1) or real_parse(raw))
+    monkeypatch.setattr(reader_module, "count_lines", lambda *a: counts.append(1) or real_count(*a))
+    src = SourceInfo(path="rank-3.log", kind="memory", size=len(data), file_rank=3)
+    fast = extract(src, engine, ExtractOptions(tz=UTC), stream=io.BytesIO(data))
+    n_fast = (len(confirms), len(parses), len(counts))
+    monkeypatch.setattr(confirmer, "NCCL_SAID_AT_ONCE", False)
+    monkeypatch.setattr(confirmer, "COUNT_LANE", False)
+    confirms.clear(), parses.clear(), counts.clear()
+    slow = extract(src, engine, ExtractOptions(tz=UTC), stream=io.BytesIO(data))
+    assert fast == slow and fast.confirmed_matches == 3000
+    assert len(confirms) == 3000 and len(parses) == 3000 + 2  # (the one fact's first START and COMPLETE lines)
+    # (the first KEEP_FIRST closed lines and the kept last ones; the fact's two lines; a count per match built)
+    assert n_fast[0] <= confirmer.KEEP_FIRST + 2 * confirmer.KEEP_LAST
+    assert n_fast[1] <= confirmer.KEEP_FIRST + 3
+    assert n_fast[2] <= 2 * (confirmer.KEEP_FIRST + 2 * confirmer.KEEP_LAST)
+
+
+def test_a_stamp_the_count_lane_reads_dates_the_unstamped_lines_after_it(engine, monkeypatch):
+    """A stamped line counted in the count lane is its writer's last stamp for the lines after it (an
+    unstamped line with no stamped line within LOOK_LINES before it falls back on it), as line by line."""
+    import correlator.extract.confirmer as confirmer
+
+    def overflow(minute: int) -> str:
+        return (f"[2024-03-05 10:{minute:02d}:44,118] [INFO] [fused_optimizer.py:171:step] [deepspeed] fp16 dynamic "
+                "loss scale overflow! Skipping step. Attempted loss scale: 65536")
+
+    def closed(i: int) -> str:
+        return f"gpu-a01:40000:4007{i % 8} [0] NCCL INFO [Service thread] Connection closed by localRank {i % 8}"
+
+    lines = [overflow(1) for _ in range(45)] + [closed(i) for i in range(45)]
+    lines += [closed(0), overflow(30)] + [closed(i) for i in range(450)]
+    data = ("\n".join(lines) + "\n").encode()
+    src = SourceInfo(path="rank-3.log", kind="memory", size=len(data), file_rank=3)
+    fast = extract(src, engine, ExtractOptions(tz=UTC), stream=io.BytesIO(data))
+    monkeypatch.setattr(confirmer, "COUNT_LANE", False)
+    slow = extract(src, engine, ExtractOptions(tz=UTC), stream=io.BytesIO(data))
+    assert fast == slow
+    last = max((m for m in fast.matches if "Connection closed" in m.text), key=lambda m: m.line)
+    assert last.lo_ns is not None and last.lo_ns % (3600 * 10**9) == (30 * 60 + 44) * 10**9 + 118 * 10**6
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["x", "y\n", "\n", "zz\n\n"]), max_size=60), st.lists(st.integers(0, 10 ** 6), max_size=30),
+       st.integers(0, 100))
+def test_line_numbers_asked_in_any_order_are_counted_lines(pieces, asks, base_line):
+    """``reader.LineNumbers.at`` gives the first offset's line plus the newlines before the asked
+    offset, whatever offsets were asked before and in whatever order."""
+    from correlator.extract.reader import LineNumbers
+    from correlator.extract.scan import Scanner
+
+    data = "".join(pieces).encode()
+    first = len(data) // 3
+    numbers = LineNumbers(Scanner.__new__(Scanner), data, first, base_line, 0)
+    for a in asks:
+        at = first + a % (len(data) - first + 1)
+        assert numbers.at(at) == base_line + data.count(b"\n", first, at)
+    assert numbers.offsets == sorted(set(numbers.offsets))
+    line, offset = numbers.last
+    assert line == base_line + data.count(b"\n", first, offset)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 busId 1000 commId 0x{h} - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO ncclCommInitRank comm 0x{h} rank {r} nranks 8 - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h}  rank {r} nRanks 8 - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h}",
+    "[rank{r}]:gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 \x1b[0m- Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 \r- Init {e}",
+    "gpu-\u00e9:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} \xff nranks 8",
+    "gpu-a01:1:1 [0] NCCL INFO {h}omm 0x{h} rank {r} nranks 8 busId {h}",
+    "gpu-a01:1:1 [0] NCCL INFO comm {h}x{h} rank {r} nranks 8 {h}ommI{h} 0x{h} - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h} rank {r} nranks 8 commId 0x{h} - Init {e}",
+    "gpu-a01:1:1 [0] NCCL INFO comm 0x{h}{h} rank {r} nranks 8 commId 0x{h}",
+    "",
+]), st.integers(0, 3), st.text("0123456789abcdefABCDEF", min_size=1, max_size=3),
+    st.sampled_from(["START", "COMPLETE", "STARTED", ""])), max_size=60), st.integers(0, 60))
+def test_nccl_lines_said_at_once_are_the_lines_said_one_by_one(lines, cap):
+    """``Statements.nccl_lines_said`` (the keys of a block's init lines worked out at once) says of
+    each line what ``nccl_line_said`` one by one says, and remembers the same lines, up to the same cap."""
+    raws = [t.format(h=h, r=r, e=e).encode("utf-8", "surrogateescape") if "\xff" not in t
+            else t.format(h=h, r=r, e=e).encode("latin-1") for t, r, h, e in lines]
+    saved = statements.NCCL_LINES_KEPT
+    statements.NCCL_LINES_KEPT = cap
+    try:
+        one, many = statements.Statements.__new__(statements.Statements), statements.Statements.__new__(statements.Statements)
+        one._nccl_lines, many._nccl_lines = set(), set()
+        half = len(raws) // 2
+        by_one = [one.nccl_line_said(raw) for raw in raws]
+        at_once = many.nccl_lines_said(raws[:half]) + many.nccl_lines_said(raws[half:])
+    finally:
+        statements.NCCL_LINES_KEPT = saved
+    assert at_once == by_one
+    assert many._nccl_lines == one._nccl_lines
+
+
+#: pieces of lines around stamps and prefixes: digits and colons that make or nearly make a clock
+_STAMPISH = st.lists(st.sampled_from([
+    "2026-03-02 14:01:0", "1", ":", "5", "9", "12:3", "4:59:", "60", " ", "x", "[", "]", "1764496800", "[1764496800]",
+    "0: ", "[rank3]:", "[default1]:", "gpu-a01:40000:40071 [0] NCCL INFO ", "\u0663", "\t", "\x1b[0m", "E0302 ",
+    "2019-06-02T16:13:44.884Z: [1,12]<stdout>:", "a" * 190, "\r", "(pid=12) ", "host-1: "]), max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 0, 190, 193, 194, 195]), _STAMPISH).map(lambda t: "a" * t[0] + t[1]),
+                max_size=12))
+def test_stamps_and_prefixes_looked_for_in_lines_joined_are_found_line_by_line(texts):
+    """``timestamps.lines_may_hold_stamp`` and ``lines.maybe_prefixed`` (one search of the lines
+    joined) say of each line what ``may_hold_stamp`` and ``MAYBE_PREFIX_RE`` say of it alone; and a
+    line ``may_hold_stamp_bytes`` rules out has no stamp by ``Stamps.of_line``'s full reading."""
+    from correlator.extract import timestamps
+    from correlator.extract.lines import MAYBE_PREFIX_RE, Stamps, maybe_prefixed, parse_line, with_stamp
+    from correlator.extract.timestamps import lines_may_hold_stamp, may_hold_stamp, may_hold_stamp_bytes
+
+    texts = [t.replace("\n", " ") for t in texts]
+    assert lines_may_hold_stamp(texts) == [may_hold_stamp(t) for t in texts]
+    # (the fast searches are in use, and say what the dialects' own needs say)
+    assert timestamps.FAST_NEEDS, "dialects.stamp_needs() changed: write timestamps' fast needs for it"
+    assert [may_hold_stamp(t) for t in texts] == [timestamps._NEEDS.search(t, 0, timestamps.SEARCH_CHARS) is not None
+                                                  for t in texts]
+    raws = [t.encode() for t in texts]
+    alone = [MAYBE_PREFIX_RE.match(b"\n" + raw) is not None for raw in raws]
+    assert maybe_prefixed(raws) == alone
+    assert maybe_prefixed(raws, hyperscan=True) == alone
+    stamps = Stamps(UTC, None)
+    for raw in raws:
+        if not may_hold_stamp_bytes(raw):
+            assert stamps.of(with_stamp(*parse_line(raw)), observe=False) is None
+
+
 def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(rules):
     """Every rule pattern the bulk lane may use (``ruleset.line_bounded``), searched over all the rules'
     example lines (printable ASCII, the lane's lines) joined, finds a match in exactly the lines the

@@ -4,7 +4,7 @@ Owns what turns a scanner's candidate line into a ``Match``: the rules' confirma
 time budgets), who the line is about, its time (its own stamp, or inherited from its writer's
 neighbouring stamped lines, with bounds), its context, and the bookkeeping of what is kept -- the
 first ``KEEP_FIRST`` and last ``KEEP_LAST`` matches of each (rule, writer), the ones past the first
-counted as ``Pending`` and built only if they are still kept when their region ends; a new writer's
+counted as ``Pending`` and built only if they are still kept when their block ends; a new writer's
 matches of a rule that already has ``GROUP_PAST_WRITERS`` writers with a rank only counted, in
 ``MatchGroup``s. Fact lines go to ``statements``. It must not read the source or know its windows.
 """
@@ -16,10 +16,10 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate, compress, filterfalse, repeat
-from operator import add, eq, is_not, itemgetter, sub
+from operator import add, eq, is_not, itemgetter, or_, sub
 from typing import TYPE_CHECKING
 
 from correlator.extract.lanes import exact_lines
@@ -32,15 +32,16 @@ from correlator.extract.lines import (
     Context,
     Stamps,
     line_who,
+    maybe_prefixed,
     parse_line,
     prefix_bytes,
     with_stamp,
 )
 from correlator.extract.prefixes import NO_PREFIX, Prefix, clean, nccl_origin, split_prefix
-from correlator.extract.reader import Hygiene, count_lines, count_nl
+from correlator.extract.reader import Hygiene, LineNumbers
 from correlator.extract.scan import window_finder
 from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
-from correlator.extract.timestamps import Parsed, may_hold_stamp
+from correlator.extract.timestamps import Parsed, lines_may_hold_stamp, may_hold_stamp
 from correlator.model import (
     GROUP_PAST_WRITERS,
     DiagCode,
@@ -103,6 +104,13 @@ EXACT_LANE = True
 #: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
 #: less one by one than the lane's searches)
 BULK_MIN_CANDIDATES = KEEP_FIRST
+#: whether the NCCL init lines of a block are judged said-before at once (``Confirmer.unsaid``);
+#: off, one by one in ``process``, which stays the definition (the property tests compare both)
+NCCL_SAID_AT_ONCE = True
+#: whether a block's plain candidate lines whose one rule is line-scope are confirmed at once and,
+#: past the first KEEP_FIRST of their rule, only counted (``Confirmer.count_lane``); off, one by one
+#: in ``process``, which stays the definition (the property tests compare both)
+COUNT_LANE = True
 #: the rule a candidate takes the bulk lane for, and the context rules beside it with their required literals
 _LaneRule = tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]]
 #: what ``Confirmer.lane_rules`` holds for a set of pattern ids not classified yet
@@ -181,12 +189,12 @@ _ONE_WRITER_KEY = ("one-writer",)
 class Pending:
     """A confirmed match past the first KEEP_FIRST of its (rule, writer): what its line said, and
     what of the state its time depends on at that point. Its time, rank and context are built only
-    if it is still among the last KEEP_LAST when its region ends (``Confirmer.build``); the others are
+    if it is still among the last KEEP_LAST when its block ends (``Confirmer.build``); the others are
     counted. A line that may name its writer's host while that writer's host is not known yet is
     built at once (its rank may make that host the writer's, for the matches after it)."""
 
     rule: Rule
-    #: None: a bulk-lane line, whose captures are taken when it is built (``Confirmer.build_pending``)
+    #: None: a bulk-lane line, whose captures are taken when it is built (``Confirmer.build_kept``)
     caps: dict[str, str] | None
     frame: str
     #: the text the match shows (the frame, or its event's text when a frame boundary cut a run)
@@ -213,6 +221,13 @@ class Pending:
     @property
     def rule_id(self) -> str:
         return self.rule.id
+
+
+#: a line the count lane counted past the first KEEP_FIRST of its rule, as it waits in its rule's ring
+#: of last ones: (start, rule index, message, stamp, ``Pending.last``, ``Pending.host``, line number:
+#: -1 until its block ends still keeping it); made a ``Pending`` (``Confirmer._counted_pending``) and
+#: built if it is still kept when its region ends
+Counted = tuple[int, int, str, Parsed | None, dict[tuple, int], str | None, int]
 
 
 class Grouping:
@@ -267,16 +282,16 @@ class Grouping:
                           self.last_offset, self.first_line, self.last_line, self.first_ns, self.last_ns)
 
 
-def stamp_of(stamps: Stamps, data: bytes, s: int, e: int) -> Parsed | None:
-    """``stamps.of_line(data[s:e])`` (the line at ``s``), without splitting a prefix off a line that
+def stamp_of(stamps: Stamps, data: bytes, s: int, e: int, observe: bool = True) -> Parsed | None:
+    """``stamps.of_line(data[s:e], observe)`` (the line at ``s``), without splitting a prefix off a line that
     cannot hold one (``MAYBE_PREFIX_RE``, a superset of what ``split_prefix`` reads) and has no ANSI
     code: its message is its text, and a line of a traceback is read by the stamp parser alone
     (``inherit`` reads several such lines back to the stamped one before them)."""
     raw = data[s:e]
     if e - s <= MAX_LINE_BYTES and b"\x1b" not in raw and (
             MAYBE_PREFIX_RE.match(data, s - 1) is None if s > 0 else MAYBE_PREFIX_RE.match(b"\n" + raw) is None):
-        return stamps.of(raw.decode("utf-8", "replace"))
-    return stamps.of_line(raw)
+        return stamps.of(raw.decode("utf-8", "replace"), observe)
+    return stamps.of_line(raw, observe)
 
 
 def _lines_back(data: bytes, start: int, n: int) -> int:
@@ -300,6 +315,39 @@ def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
     """The lines around a failure that may become the root (the traceback above it)."""
     before, after = buf.context(start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
     return tuple(clean(x)[:300] for x in before) + (">>",) + tuple(clean(x)[:300] for x in after)
+
+
+@dataclass(slots=True)
+class _Lane:
+    """What the count lane found in a block (``Confirmer.count_lane``): the lines it judged (confirmed
+    or not: ``process`` has nothing else to do with them), and per rule index its confirmed lines in
+    line order: their starts, messages, whether each may hold a stamp and whether it may name a host."""
+
+    judged: set[int]
+    rules: dict[int, tuple[list[int], list[str], list[bool], list[bool]]]
+
+
+@dataclass(slots=True)
+class _Block:
+    """What ``process`` works with in one block: its buffer and candidates, their line numbers, the
+    pending matches made in it, the rings the count lane put lines in, and the writers' last stamps
+    that a ``Pending`` of a line without a prefix keeps (``last_plain``), shared until one changes."""
+
+    buf: Buffer
+    lines: dict[int, set[int]]
+    numbers: LineNumbers
+    may_match_all: Callable[[tuple[str, ...], str | bytes | memoryview], bool] | None
+    last_stamp: dict[tuple, int]
+    pending: list[Pending] = field(default_factory=list)
+    counted_rings: set[tuple[str, tuple]] = field(default_factory=set)
+    snapshot: dict[tuple, int] | None = None
+
+    def last_plain(self) -> dict[tuple, int]:
+        if self.snapshot is None:
+            last_stamp = self.last_stamp
+            self.snapshot = {w: last_stamp[w] for w in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
+                             if w in last_stamp}
+        return self.snapshot
 
 
 @dataclass(slots=True)
@@ -330,9 +378,10 @@ class _Runs:
         #: rule -> index of its first line not counted yet, once they are counted in runs
         self.counted: dict[int, int] = {}
 
-    def one_by_one(self) -> Iterator[int]:
+    def one_by_one(self, before: Callable[[int], None]) -> Iterator[int]:
         """The lines for the one-by-one path, in line order: the candidates the lane left, and the
-        lines of the rules whose matches still count among their first."""
+        lines of the rules whose matches still count among their first. ``before(start)`` is called
+        before a line is judged (what is counted before it is counted first)."""
         rest, lines, open_ = self.rest, self.lines, self.open
         k, n = 0, len(rest)
         while True:
@@ -344,6 +393,7 @@ class _Runs:
                     s, who = t, ri
             if s < 0:
                 return
+            before(s)
             if who < 0:
                 k += 1
             elif not self.counts_first(self.ids[who], _NO_KEY):
@@ -354,6 +404,11 @@ class _Runs:
             else:
                 del open_[who]
             yield s
+
+    def next_counted(self) -> int:
+        """The start of the first line to count in a run not counted yet, or -1."""
+        lines = self.lines
+        return min((lines[ri][a] for ri, a in self.counted.items() if a < len(lines[ri])), default=-1)
 
     def take(self, upto: int) -> list[tuple[int, list[int], int, int]]:
         """(rule, its lines, from, to) of the lines before ``upto`` not counted yet: ``lines[from:to]``."""
@@ -378,9 +433,9 @@ class Confirmer:
         self.hygiene = hygiene
         self.matches: list[Match] = []
         self.kept: dict[tuple[str, tuple], int] = defaultdict(int)
-        #: the last KEEP_LAST matches of each (rule, writer): built ones, and ones of the current region
-        #: not built yet (``Pending``, built when the region ends: ``build_pending``)
-        self.tail_keep: dict[tuple[str, tuple], list[Match | Pending]] = defaultdict(list)
+        #: the last KEEP_LAST matches of each (rule, writer): built ones, and ones of the current block
+        #: not built yet (``Pending``, built when the block ends)
+        self.tail_keep: dict[tuple[str, tuple], list[Match | Pending | Counted]] = defaultdict(list)
         self.dropped: dict[str, int] = defaultdict(int)
         #: rule id -> writers with a rank whose matches of it are kept; past GROUP_PAST_WRITERS a new
         #: writer's matches are counted in ``grouped`` by (rule, host, attempt), not kept
@@ -408,9 +463,13 @@ class Confirmer:
         #: a candidate's pattern ids -> (the one rule that can take it in the bulk lane, the context rules
         #: whose required literals must be absent), or None (``bulk_lane``)
         self.lane_rules: dict[frozenset[int], _LaneRule | None] = {}
-        #: the pending matches of the current region, in line order, and the buffer of its bytes
-        self.pending: list[Pending] = []
-        self.region: Buffer | None = None
+        #: a candidate's pattern ids (its one id, or a frozenset of several) -> the one rule the count lane
+        #: may confirm it for, or -1 (``count_lane``)
+        self.count_rules: dict[int | frozenset[int], int] = {}
+        #: the pending matches still kept when their block ended, and the rings holding lines the count
+        #: lane counted: built when the region ends (``build_kept``)
+        self.unbuilt: list[Pending] = []
+        self.counted_rings: set[tuple[str, tuple]] = set()
 
     # --- what is kept ---------------------------------------------------------------------------
 
@@ -438,7 +497,7 @@ class Confirmer:
 
     def add_pending(self, pm: Pending) -> None:
         """Count a match past its first KEEP_FIRST; it is built (``build``) only if it is still
-        among the last KEEP_LAST when its region ends."""
+        among the last KEEP_LAST when its block ends."""
         self.confirmed += 1
         k = (pm.rule.id, pm.key)
         self.kept[k] += 1
@@ -473,7 +532,7 @@ class Confirmer:
         matches += [g.earliest for g in self.grouped.values() if g.earliest is not None]
         for kept in self.tail_keep.values():
             for m in kept:
-                assert isinstance(m, Match)  # (a pending match is built, or dropped, when its region ends)
+                assert isinstance(m, Match)  # (a pending match is built, or dropped, when its block ends)
                 matches.append(m)
         return matches
 
@@ -518,7 +577,7 @@ class Confirmer:
         lo_dist = 0
         if i < 0:
             for n, (s, e) in enumerate(buf.writer_before(start, pbytes, LOOK_LINES), 1):
-                p = stamp_of(stamps, data, s, e)
+                p = stamp_of(stamps, data, s, e, False)  # (not observed: see Stamps.of)
                 if p is not None:
                     lo, lo_at, lo_dist = p.time_ns, base + s, n
                     break
@@ -542,7 +601,7 @@ class Confirmer:
                 if ceiling is not None and s + len(pbytes) > ceiling:
                     break
                 after.append(base + s)
-                p = stamp_of(stamps, data, s, e)
+                p = stamp_of(stamps, data, s, e, False)
                 if p is not None:
                     hi = p.time_ns + p.resolution_ns
                     break
@@ -803,15 +862,14 @@ class Confirmer:
                     keep = [True] * len(starts)
                 keep[k] = False
         return keep
-    def _count_runs(self, buf: Buffer, runs: _Runs, upto: int, pending: list[Pending], line_no: int,
-                    counted_to: int) -> tuple[int, int]:
+    def _count_runs(self, runs: _Runs, upto: int, block: _Block) -> None:
         """Count the bulk lane's confirmed lines before ``upto`` of the rules past their first KEEP_FIRST
         (``runs``), as ``add_pending`` one by one would: each is confirmed, counted and pushes the
         oldest of its rule's last KEEP_LAST out; only the last KEEP_LAST of a run can still be kept,
-        and only they become ``Pending`` (their line numbers counted from ``line_no`` at
-        ``counted_to``, which are returned as they are at the last of them)."""
+        and only they become ``Pending``: their line numbers are counted when their block ends, their
+        captures taken when their region ends, if they are still kept then (``build_kept``)."""
         rs = self.engine.ruleset
-        data = buf.data
+        data = block.buf.data
         kept: list[tuple[int, int]] = []
         for ri, got, a, b in runs.take(upto):
             rule = rs.rules[ri]
@@ -829,189 +887,94 @@ class Confirmer:
                 del ring[:over]
             kept += ((got[i], ri) for i in range(max(a, b - KEEP_LAST), b))
         if not kept:
-            return line_no, counted_to
+            return
         kept.sort()
-        last = {k: self.last_stamp[k] for k in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
-                if k in self.last_stamp}
+        last = block.last_plain()
         host = self.hosts.get(_NO_KEY)
         for start, ri in kept:
-            line_no += count_nl(data, counted_to, start)
-            counted_to = start
             rule = rs.rules[ri]
-            _, end = buf.line_at(start)
-            text = data[start:end].decode("ascii")
-            pm = Pending(rule, None, text, text, NO_PREFIX, NO_PREFIX, start, line_no, None, _NO_KEY, b"",
-                         rule.role is Role.PRIMARY, False, dict(last), host, index=ri)
+            end = data.find(b"\n", start)
+            text = data[start:len(data) if end < 0 else end].decode("ascii")
+            pm = Pending(rule, None, text, text, NO_PREFIX, NO_PREFIX, start, -1, None, _NO_KEY, b"",
+                         rule.role is Role.PRIMARY, False, last, host, index=ri)
             self.tail_keep[(rule.id, _NO_KEY)].append(pm)
-            pending.append(pm)
-        return line_no, counted_to
+            block.pending.append(pm)
 
-    def process(self, buf: Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
-        """Confirm, time and record the candidate lines; returns (line number, offset) of the last one
-        (the buffer's start when there was none), so the caller counts only the lines after it.
+    def unsaid(self, buf: Buffer, lines: dict[int, set[int]], order: list[int]) -> list[int]:
+        """``order`` (the candidates' starts, in line order) without the NCCL init lines that state
+        what an earlier one stated (``Statements.nccl_line_said``), judged at once: in an
+        ``NCCL_DEBUG=INFO`` log they are most of the candidates, and each costs a set lookup here,
+        not a trip through ``process``. Only lines whose one pattern is the NCCL fact's are judged,
+        and not over-long ones (``process`` counts those as cut, and parses them)."""
+        nccl_only = {self.engine.nccl_fact}
+        region = order[bisect_left(order, buf.begin):]
+        facts = list(compress(region, map(nccl_only.__eq__, map(lines.__getitem__, region))))
+        if not facts:
+            return order
+        raws = buf.raw_lines(facts)
+        if max(map(len, raws)) > MAX_LINE_BYTES:
+            short = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES]
+            facts, raws = [facts[k] for k in short], [raws[k] for k in short]
+        said = set(compress(facts, self.statements.nccl_lines_said(raws)))
+        return list(filterfalse(said.__contains__, order)) if said else order
 
-        A candidate is confirmed before anything is built around it (an event rule's context only when
-        its line matched and it has patterns to try over the context). A confirmed match past the first
-        KEEP_FIRST of its rule and writer is only counted (``Pending``) until the region ends; then the
-        ones still among the last KEEP_LAST get their time, rank and context (``build_pending``)."""
-        engine = self.engine
-        rs = engine.ruleset
-        budget = engine.budget
-        src = self.ctx.src
-        stamps = self.ctx.stamps
-        data = buf.data
-        line_no = buf.base_line
-        counted_to = buf.begin
-        pending = self.pending
-        self.region = buf
-        nccl_only = {engine.nccl_fact}
-        finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
-        may_match_all = finder.may_match_all if finder is not None else None
-        order = sorted(lines)
-        lane = self.bulk_lane(buf, lines, order) if BULK_LANE and len(lines) > BULK_MIN_CANDIDATES else None
-        runs = _Runs(self, lane) if lane is not None else None
-        for start in (order if runs is None else runs.one_by_one()):
-            if start < buf.begin:
-                continue
-            if runs is not None and runs.counted:
-                line_no, counted_to = self._count_runs(buf, runs, start, pending, line_no, counted_to)
-            line_no += count_lines(self.ctx.scanner, data, counted_to, start, buf.base_offset)
-            counted_to = start
-            _, end = buf.line_at(start)
-            raw = data[start:end]
-            if len(raw) > MAX_LINE_BYTES:
-                self.hygiene.line_capped(line_no)
-            elif lines[start] == nccl_only and self.statements.nccl_line_said(raw):
-                continue  # (the same fact as an earlier init line's: nothing to build)
-            prefix, msg = parse_line(raw)
-            pbytes = prefix_bytes(raw, prefix)
-            key = prefix.key
-            rule_idx: set[int] = set()
-            for pid in lines[start]:
-                target = engine.pattern_rule[pid]
-                if target >= 0:
-                    rule_idx.add(target)
-                else:
-                    self.statements.fact(buf, -1 - target, start, prefix, msg, pbytes)
-            if not rule_idx:
-                continue
-            frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
-            found: list[tuple[Rule, dict[str, str], str]] = []
-            cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
-            made: dict[str, list[str]] = {}  # the line's event context (up to 200 lines before, 60 after)
-            made_n = [-1]  # how many lines before ``made["before"]`` was asked for
-
-            def around(rule: Rule, start: int = start, pbytes: bytes = pbytes, made: dict = made,
-                       made_n: list[int] = made_n) -> list[str]:
-                # the lines before as far as this rule looks (a rule that looks further builds them
-                # again): the nearest n of the writer's lines are the last n of the nearest 200
-                k = rule.match.context_lines
-                n = k if 0 <= k <= CONTEXT_MAX_BEFORE else CONTEXT_MAX_BEFORE
-                if n > made_n[0]:
-                    made["before"], made_n[0] = buf.context(start, pbytes, n, 0)[0], n
-                ctx = made["before"][-k:] if k else []
-                if rule.match.context_after:
-                    if "after" not in made:
-                        made["after"] = buf.context(start, pbytes, 0, 60)[1]
-                    ctx = [*ctx, *made["after"][: rule.match.context_after]]
-                return ctx
-
-            for ri in rule_idx:
-                rule = rs.rules[ri]
-                if budget.disabled(ri):
-                    continue  # its budget for this run is spent
-                ctx: list[str] | Callable[[], list[str]] = []
-                if rule.match.scope is Scope.EVENT:
-                    if rule.match.context_requires and not any(
-                            buf.holds_before(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start)
-                            for lit in rule.match.context_requires):
-                        continue  # what its context must hold is not there
-                    ctx = lambda rule=rule: around(rule)  # noqa: E731 - built only if the line matched
-                for frame in frames:
-                    inner = _EMBEDDED_PREFIX.search(frame)
-                    if inner is not None and inner.start() > 0:
-                        frame = frame[inner.start():]
-                    # the line's window lies as it is in the source (no prefix, the frame is the whole line)
-                    raw_at = (partial(self.raw_window, buf, start) if may_match_all is not None and not pbytes
-                              and frame is msg and rule.match.scope is Scope.EVENT else None)
-                    try:
-                        caps, spent = rs.confirm(ri, frame, ctx, budget, may_match_all, raw_at)
-                    except PatternTimeout as e:
-                        self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
-                        if e.spent:
-                            self.spent[ri] = line_no
-                        break
-                    if spent:
-                        self.spent[ri] = line_no
-                    if caps is not None:
-                        found.append((rule, caps, frame))
-                        if frame[:1] in _TOKEN_CHARS:
-                            cut_runs[rule.id] = event_text(msg, frame, partial(_still_matches, rs, ri, context=ctx))
-                        break
-                    if spent:
-                        break
-            if not found:
-                continue
-            top = max(r.priority for r, _, _ in found)
-            p = stamps.of(with_stamp(prefix, msg))
-            t: int | None
-            lo: int | None
-            hi: int | None
-            if p is not None:
-                self.last_stamp[key] = p.time_ns
-            primary = any(r.role is Role.PRIMARY for r, _, _ in found)
-            one_process = p is None and bool(pbytes) and self.one_process_before(buf.base_offset + start)
-            line_prefix = prefix
-            timed: tuple[int | None, int | None, int | None, TimeKind] | None = None
-            context: tuple[str, ...] | None = None
-            for rule, caps, frame in found:
-                if rule.priority != top:
-                    continue
-                if _EMBEDDED_PREFIX.match(frame):
-                    mpi = _MPI_EMBEDDED.match(frame) is not None
-                    inner_prefix, frame = split_prefix(frame)
-                    if (prefix.rank is None and prefix.local_rank is None) or (mpi and inner_prefix.rank is not None):
-                        prefix = Prefix(prefix.task if inner_prefix.task is None else inner_prefix.task,
-                                        inner_prefix.local_rank, inner_prefix.rank, prefix.length)
-                if not self.counts_first(rule.id, key) and (key in self.hosts
-                                                            or not _may_name_host(prefix, caps, frame)):
-                    last = {k: self.last_stamp[k] for k in (key, _ONE_WRITER_KEY, (*key, "task-clock"))
-                            if k in self.last_stamp} if p is None else {}
-                    pm = Pending(rule, caps, frame, cut_runs.get(rule.id, frame), prefix, line_prefix, start,
-                                 line_no, p, key, pbytes, primary, one_process, last, self.hosts.get(key))
-                    self.add_pending(pm)
-                    pending.append(pm)
-                    continue
-                if timed is None:
-                    timed = self.line_time(buf, start, line_prefix, pbytes, key, p, one_process)
-                if context is None:
-                    context = _match_context(buf, start, pbytes) if primary else ()
-                t, lo, hi, kind = timed
-                who = self.match_who(buf, start, prefix, pbytes, key, rule, caps, frame)
-                self.add_match(Match(
-                    rule_id=rule.id, path=src.path, line=line_no, offset=buf.base_offset + start,
-                    text=clean(cut_runs.get(rule.id, frame)), who=who, time_ns=t, lo_ns=lo, hi_ns=hi,
-                    time_kind=kind, captures=_captures(caps), context=context, attempt=src.attempt,
-                    tz_assumed=bool(p and p.tz_assumed),
-                ), key)
-        if runs is not None:
-            line_no, counted_to = self._count_runs(buf, runs, len(data) + 1, pending, line_no, counted_to)
-            if order[-1] > counted_to and order[-1] >= buf.begin:  # (the last candidate's line, as without the lane)
-                line_no += count_lines(self.ctx.scanner, data, counted_to, order[-1], buf.base_offset)
-                counted_to = order[-1]
-        return line_no, counted_to
-
-    def build_pending(self) -> None:
-        """Build the pending matches of the region just processed that are still among the last
-        KEEP_LAST of their rule and writer, while its bytes are here (the caller says when: its blocks
-        share the region's bytes, so a match pushed out by a later block of it is never built)."""
-        buf = self.region
+    def _count_rule(self, pids: frozenset[int]) -> int:
+        """The rule a candidate with these pattern ids is for, when the count lane may take it: one
+        rule, no fact pattern, line scope, its patterns line-bounded (``RuleSet.bulk``), none capturing
+        a host; else -1."""
+        targets = {self.engine.pattern_rule[p] for p in pids}
+        if len(targets) != 1:
+            return -1
+        (ri,) = targets
         rs = self.engine.ruleset
-        for pm in self.pending:  # (in line order)
-            if not pm.alive:
-                continue
-            assert buf is not None
-            ring = self.tail_keep[(pm.rule.id, pm.key)]
+        if ri < 0 or rs.bulk(ri) is None or any(f"<{Capture.HOST}>" in p for p in rs.rules[ri].match.any):
+            return -1
+        return ri
+
+    def _counted_pending(self, entry: Counted) -> Pending | None:
+        """The ``Pending`` a line the count lane counted stands for (``process`` would have made it at
+        the line), its captures found now; None when their search ran past the time limit (the line
+        is then not counted after all, as ``_count_run`` says it)."""
+        start, ri, text, p, last, host, line_no = entry
+        rule = self.engine.ruleset.rules[ri]
+        try:
+            caps, _ = self.engine.ruleset.confirm(ri, text, [], self.engine.budget)
+        except PatternTimeout as e:
+            self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
+            caps = None
+        if caps is None:
+            self.confirmed -= 1
+            self.kept[(rule.id, _NO_KEY)] -= 1
+            return None
+        return Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, line_no, p, _NO_KEY, b"",
+                       rule.role is Role.PRIMARY, False, last, host)
+
+    def build_kept(self, buf: Buffer) -> None:
+        """Build the pending matches still kept (in line order) when a region ends: a match past the
+        first KEEP_FIRST of its rule and writer gets its time, rank and context once per region, not
+        once per block it was among the last KEEP_LAST of. ``buf``: the region's buffer (its bytes
+        are the blocks')."""
+        builds = [pm for pm in self.unbuilt if pm.alive]
+        tail_keep = self.tail_keep
+        for k in self.counted_rings:  # the count lane's lines still kept become pending matches
+            ring = tail_keep[k]
+            now: list[Match | Pending | Counted] = []
+            for x in ring:
+                if isinstance(x, tuple):
+                    made = self._counted_pending(x)
+                    if made is None:
+                        continue
+                    builds.append(made)
+                    x = made
+                now.append(x)
+            ring[:] = now
+        self.unbuilt.clear()
+        self.counted_rings.clear()
+        if len(builds) > 1:
+            builds.sort(key=lambda pm: pm.start)
+        rs = self.engine.ruleset
+        for pm in builds:
+            ring = tail_keep[(pm.rule.id, pm.key)]
             at = next(i for i, x in enumerate(ring) if x is pm)
             if pm.caps is None:  # (a bulk-lane line: its captures, from its own search)
                 try:
@@ -1024,8 +987,378 @@ class Confirmer:
                     del ring[at]
                     continue
             ring[at] = self.build(buf, pm)
-        self.pending = []
-        self.region = None
+
+    def count_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int], leave_plain: bool
+                   ) -> _Lane | None:
+        """The candidate lines whose confirmation needs nothing but their one rule's patterns,
+        confirmed at once (``ruleset.Bulk``: one search of the lines joined). Such a line has no
+        launcher prefix, is printable ASCII (its message is its bytes: no ``\\r`` frames, no ANSI
+        codes), holds no embedded prefix (every one holds ``]:`` or ``]<std``), is not over-long, and
+        its one rule is line-scope without a host capture (``_count_rule``). Unlike the bulk lane's,
+        its lines may hold a stamp or name a host (an NCCL INFO line's origin): ``process`` reads the
+        stamp of each line it counts, and counts a line that may name a host only once its writer's
+        host is known. ``leave_plain``: a confirmed line that may hold neither is left to the bulk
+        lane, which counts runs of them faster. ``order``: the candidates' starts, in line order."""
+        rs = self.engine.ruleset
+        off = self.engine.budget.off
+        classes = self.count_rules
+        begin = buf.begin
+        starts: list[int] = []
+        rules: list[int] = []
+        for start in order:
+            if start < begin:
+                continue
+            pids = lines[start]
+            kind = next(iter(pids)) if len(pids) == 1 else frozenset(pids)
+            ri = classes.get(kind)
+            if ri is None:
+                ri = classes[kind] = self._count_rule(frozenset(pids))
+            if ri < 0 or off[ri]:
+                continue
+            starts.append(start)
+            rules.append(ri)
+        if not starts:
+            return None
+        raws = buf.raw_lines(starts)
+        joined = b"\n".join(raws)
+        if (max(map(len, raws)) > MAX_LINE_BYTES or joined.translate(None, _PLAIN_BYTES + b"\n") or b"]:" in joined
+                or b"]<std" in joined):  # (else every line is plain: not asked one by one)
+            plain = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES
+                     and not raw.translate(None, _PLAIN_BYTES) and b"]:" not in raw and b"]<std" not in raw]
+            starts, rules, raws = [starts[k] for k in plain], [rules[k] for k in plain], [raws[k] for k in plain]
+            joined = b"\n".join(raws)
+        prefixed = maybe_prefixed(raws, joined, self.ctx.hyperscan)
+        texts = joined.decode("ascii").split("\n") if raws else []
+        groups: dict[int, tuple[list[int], list[str]]] = {}
+        if True in prefixed or len(set(rules)) > 1:
+            for start, ri, text, no in zip(starts, rules, texts, prefixed, strict=True):
+                if no:
+                    continue
+                got = groups.get(ri)
+                if got is None:
+                    got = groups[ri] = ([], [])
+                got[0].append(start)
+                got[1].append(text)
+        elif starts:
+            groups[rules[0]] = (starts, texts)
+        lane = _Lane(set(), {})
+        judged = lane.judged
+        for ri, (group, texts) in groups.items():
+            bulk = rs.bulk(ri)
+            assert bulk is not None
+            oks = bulk.confirms(texts)
+            if oks is None:
+                continue  # a pattern ran past the time limit: one by one, with the rule's budget
+            stamped = lines_may_hold_stamp(texts)
+            named = [" kernel: " in text or " NCCL " in text for text in texts]
+            if all(oks) and (not leave_plain or all(map(or_, stamped, named))):  # (all taken: as they are)
+                judged.update(group)
+                lane.rules[ri] = (group, texts, stamped, named)
+                continue
+            taken: tuple[list[int], list[str], list[bool], list[bool]] = ([], [], [], [])
+            for start, text, ok, stamp, host in zip(group, texts, oks, stamped, named, strict=True):
+                if not ok:
+                    judged.add(start)  # (its one rule does not confirm it: nothing to do)
+                    continue
+                if leave_plain and not stamp and not host:
+                    continue
+                judged.add(start)
+                taken[0].append(start)
+                taken[1].append(text)
+                taken[2].append(stamp)
+                taken[3].append(host)
+            if taken[0]:
+                lane.rules[ri] = taken
+        return lane if judged else None
+
+    def _count_segment(self, lane: _Lane, cursors: dict[int, int], upto: int, block: _Block) -> int:
+        """Count the count lane's lines before ``upto`` that are not counted yet (``cursors``: per
+        rule, the first of its lines not counted yet), as ``process`` would one by one: a line past
+        its rule's first KEEP_FIRST is only counted and put in its rule's ring of last ones (with what
+        a ``Pending`` of it would hold); a line among them, or naming a host while its writer's is not
+        known, is taken line by line (``_line``). Lines without a stamp to read are counted at once
+        once nothing is left to take line by line: only each rule's last KEEP_LAST enter its ring.
+        Returns the start of the next line not counted, or -1."""
+        rs = self.engine.ruleset
+        off = self.engine.budget.off
+        kept, tail_keep, hosts = self.kept, self.tail_keep, self.hosts
+        spans: dict[int, list[int]] = {}  # rule index -> [its first line here, the end of its lines here]
+        stamped = False
+        for ri, (starts, _, stamps_of, _) in lane.rules.items():
+            a = cursors[ri]
+            if a >= len(starts) or starts[a] >= upto:
+                continue
+            b = bisect_left(starts, upto, a)
+            cursors[ri] = b
+            spans[ri] = [a, b]
+            stamped = stamped or True in stamps_of[a:b]
+        following = [starts[cursors[ri]] for ri, (starts, _, _, _) in lane.rules.items() if cursors[ri] < len(starts)]
+        after = min(following) if following else -1
+        if stamped:  # (each stamp is read in line order: a full date is the reference for year-less ones)
+            for start, ri, i in sorted((lane.rules[ri][0][i], ri, i) for ri, (a, b) in spans.items() for i in range(a, b)):
+                self._count_one(lane, ri, i, start, block)
+            return after
+        while spans:
+            blocked = [ri for ri, (a, b) in spans.items() if not off[ri] and (
+                kept.get((rs.rules[ri].id, _NO_KEY), 0) < KEEP_FIRST
+                or (_NO_KEY not in hosts and True in lane.rules[ri][3][a:b]))]
+            if not blocked:
+                break
+            # the earliest line left, line by line (a first KEEP_FIRST line may make its writer's host known)
+            ri = min(spans, key=lambda r: lane.rules[r][0][spans[r][0]])
+            i = spans[ri][0]
+            self._count_one(lane, ri, i, lane.rules[ri][0][i], block)
+            spans[ri][0] += 1
+            if spans[ri][0] >= spans[ri][1]:
+                del spans[ri]
+        last = block.last_plain()
+        host = hosts.get(_NO_KEY)
+        for ri, (a, b) in spans.items():
+            if off[ri]:
+                continue  # its rule's budget for this run is spent: the rule is not tried
+            rule_id = rs.rules[ri].id
+            k = (rule_id, _NO_KEY)
+            m = b - a
+            self.confirmed += m
+            kept[k] += m
+            ring = tail_keep[k]
+            over = len(ring) + m - KEEP_LAST
+            if over > 0:
+                self.dropped[rule_id] += over
+                for gone in ring[:over]:
+                    if isinstance(gone, Pending):
+                        gone.alive = False
+                del ring[:over]
+            starts, texts = lane.rules[ri][0], lane.rules[ri][1]
+            ring += [(starts[i], ri, texts[i], None, last, host, -1) for i in range(max(a, b - KEEP_LAST), b)]
+            block.counted_rings.add(k)
+        return after
+
+    def _count_one(self, lane: _Lane, ri: int, i: int, start: int, block: _Block) -> None:
+        """The count lane's line ``i`` of rule ``ri`` (at ``start``), as ``process`` takes it alone."""
+        if self.engine.budget.off[ri]:
+            return  # its rule's budget for this run is spent: the rule is not tried
+        rule_id = self.engine.ruleset.rules[ri].id
+        k = (rule_id, _NO_KEY)
+        n = self.kept.get(k, 0)
+        _, texts, stamps_of, hosts_of = lane.rules[ri]
+        if n < KEEP_FIRST or (hosts_of[i] and _NO_KEY not in self.hosts):
+            self._line(block, start)
+            return
+        p = self.ctx.stamps.of(texts[i]) if stamps_of[i] else None
+        if p is not None:
+            self.last_stamp[_NO_KEY] = p.time_ns
+            block.snapshot = None
+        self.confirmed += 1
+        self.kept[k] = n + 1
+        ring = self.tail_keep[k]
+        ring.append((start, ri, texts[i], p, {} if p is not None else block.last_plain(), self.hosts.get(_NO_KEY), -1))
+        if len(ring) > KEEP_LAST:
+            gone = ring.pop(0)
+            if isinstance(gone, Pending):
+                gone.alive = False
+            self.dropped[rule_id] += 1
+        block.counted_rings.add(k)
+
+    def _line(self, block: _Block, start: int) -> None:
+        """Confirm, time and record the candidate line at ``start``, line by line (the definition
+        every lane is compared with)."""
+        block.snapshot = None  # (a writer's last stamp may change)
+        engine = self.engine
+        rs = engine.ruleset
+        budget = engine.budget
+        buf = block.buf
+        numbers = block.numbers
+        lines = block.lines
+        data = buf.data
+        _, end = buf.line_at(start)
+        raw = data[start:end]
+        if len(raw) > MAX_LINE_BYTES:
+            self.hygiene.line_capped(numbers.at(start))
+        elif (not NCCL_SAID_AT_ONCE and lines[start] == {engine.nccl_fact}
+              and self.statements.nccl_line_said(raw)):
+            return  # (the same fact as an earlier init line's: nothing to build)
+        prefix, msg = parse_line(raw)
+        pbytes = prefix_bytes(raw, prefix)
+        key = prefix.key
+        rule_idx: set[int] = set()
+        for pid in lines[start]:
+            target = engine.pattern_rule[pid]
+            if target >= 0:
+                rule_idx.add(target)
+            else:
+                self.statements.fact(buf, -1 - target, start, prefix, msg, pbytes)
+        if not rule_idx:
+            return
+        frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
+        found: list[tuple[Rule, dict[str, str], str]] = []
+        cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
+        made: dict[str, list[str]] = {}  # the line's event context (up to 200 lines before, 60 after)
+        made_n = [-1]  # how many lines before ``made["before"]`` was asked for
+
+        def around(rule: Rule) -> list[str]:
+            # the lines before as far as this rule looks (a rule that looks further builds them
+            # again): the nearest n of the writer's lines are the last n of the nearest 200
+            k = rule.match.context_lines
+            n = k if 0 <= k <= CONTEXT_MAX_BEFORE else CONTEXT_MAX_BEFORE
+            if n > made_n[0]:
+                made["before"], made_n[0] = buf.context(start, pbytes, n, 0)[0], n
+            ctx = made["before"][-k:] if k else []
+            if rule.match.context_after:
+                if "after" not in made:
+                    made["after"] = buf.context(start, pbytes, 0, 60)[1]
+                ctx = [*ctx, *made["after"][: rule.match.context_after]]
+            return ctx
+
+        for ri in rule_idx:
+            rule = rs.rules[ri]
+            if budget.disabled(ri):
+                continue  # its budget for this run is spent
+            ctx: list[str] | Callable[[], list[str]] = []
+            if rule.match.scope is Scope.EVENT:
+                if rule.match.context_requires and not any(
+                        buf.holds_before(lit.encode(), max(0, start - CONTEXT_REQUIRES_BYTES), start)
+                        for lit in rule.match.context_requires):
+                    continue  # what its context must hold is not there
+                ctx = partial(around, rule)  # (built only if the line matched)
+            for frame in frames:
+                inner = _EMBEDDED_PREFIX.search(frame)
+                if inner is not None and inner.start() > 0:
+                    frame = frame[inner.start():]
+                # the line's window lies as it is in the source (no prefix, the frame is the whole line)
+                raw_at = (partial(self.raw_window, buf, start) if block.may_match_all is not None and not pbytes
+                          and frame is msg and rule.match.scope is Scope.EVENT else None)
+                try:
+                    caps, spent = rs.confirm(ri, frame, ctx, budget, block.may_match_all, raw_at)
+                except PatternTimeout as e:
+                    self.timeouts.setdefault(e.rule_id, [0, numbers.at(start)])[0] += 1
+                    if e.spent:
+                        self.spent[ri] = numbers.at(start)
+                    break
+                if spent:
+                    self.spent[ri] = numbers.at(start)
+                if caps is not None:
+                    found.append((rule, caps, frame))
+                    if frame[:1] in _TOKEN_CHARS:
+                        cut_runs[rule.id] = event_text(msg, frame, partial(_still_matches, rs, ri, context=ctx))
+                    break
+                if spent:
+                    break
+        if not found:
+            return
+        src = self.ctx.src
+        top = max(r.priority for r, _, _ in found)
+        p = self.ctx.stamps.of(with_stamp(prefix, msg))
+        t: int | None
+        lo: int | None
+        hi: int | None
+        if p is not None:
+            self.last_stamp[key] = p.time_ns
+        primary = any(r.role is Role.PRIMARY for r, _, _ in found)
+        one_process = p is None and bool(pbytes) and self.one_process_before(buf.base_offset + start)
+        line_prefix = prefix
+        timed: tuple[int | None, int | None, int | None, TimeKind] | None = None
+        context: tuple[str, ...] | None = None
+        for rule, caps, frame in found:
+            if rule.priority != top:
+                continue
+            if _EMBEDDED_PREFIX.match(frame):
+                mpi = _MPI_EMBEDDED.match(frame) is not None
+                inner_prefix, frame = split_prefix(frame)
+                if (prefix.rank is None and prefix.local_rank is None) or (mpi and inner_prefix.rank is not None):
+                    prefix = Prefix(prefix.task if inner_prefix.task is None else inner_prefix.task,
+                                    inner_prefix.local_rank, inner_prefix.rank, prefix.length)
+            if not self.counts_first(rule.id, key) and (key in self.hosts
+                                                        or not _may_name_host(prefix, caps, frame)):
+                last = {k: self.last_stamp[k] for k in (key, _ONE_WRITER_KEY, (*key, "task-clock"))
+                        if k in self.last_stamp} if p is None else {}
+                pm = Pending(rule, caps, frame, cut_runs.get(rule.id, frame), prefix, line_prefix, start,
+                             -1, p, key, pbytes, primary, one_process, last, self.hosts.get(key))
+                self.add_pending(pm)
+                block.pending.append(pm)
+                continue
+            if timed is None:
+                timed = self.line_time(buf, start, line_prefix, pbytes, key, p, one_process)
+            if context is None:
+                context = _match_context(buf, start, pbytes) if primary else ()
+            t, lo, hi, kind = timed
+            who = self.match_who(buf, start, prefix, pbytes, key, rule, caps, frame)
+            self.add_match(Match(
+                rule_id=rule.id, path=src.path, line=numbers.at(start), offset=buf.base_offset + start,
+                text=clean(cut_runs.get(rule.id, frame)), who=who, time_ns=t, lo_ns=lo, hi_ns=hi,
+                time_kind=kind, captures=_captures(caps), context=context, attempt=src.attempt,
+                tz_assumed=bool(p and p.tz_assumed),
+            ), key)
+
+    def process(self, buf: Buffer, lines: dict[int, set[int]]) -> tuple[int, int]:
+        """Confirm, time and record the candidate lines; returns (line number, offset) of the last line
+        whose number was needed (the buffer's start when there was none), so the caller counts only
+        the lines after it.
+
+        A candidate is confirmed before anything is built around it (an event rule's context only when
+        its line matched and it has patterns to try over the context). A confirmed match past the first
+        KEEP_FIRST of its rule and writer is only counted (``Pending``, or in the count lane a tuple of
+        what its line said) until the block ends; the ones still among the last KEEP_LAST then get
+        their line numbers, and when the region ends their time, rank and context (``build_kept``).
+        Line numbers are counted only where a match is built (``reader.LineNumbers``)."""
+        finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
+        block = _Block(buf, lines, LineNumbers(self.ctx.scanner, buf.data, buf.begin, buf.base_line, buf.base_offset),
+                       finder.may_match_all if finder is not None else None, self.last_stamp)
+        numbers, pending = block.numbers, block.pending
+        order = sorted(lines)
+        if NCCL_SAID_AT_ONCE:
+            order = self.unsaid(buf, lines, order)
+        bulk_on = BULK_LANE and len(lines) > BULK_MIN_CANDIDATES
+        lane = self.count_lane(buf, lines, order, bulk_on) if COUNT_LANE and len(order) > BULK_MIN_CANDIDATES else None
+        others = [s for s in order if s not in lane.judged] if lane is not None else order
+        bulk = self.bulk_lane(buf, lines, others) if bulk_on else None
+        # the bulk lane's confirmed lines: taken one by one while their rule counts its first KEEP_FIRST,
+        # then counted in runs between the lines taken one by one
+        runs = _Runs(self, bulk) if bulk is not None else None
+        cursors = dict.fromkeys(lane.rules, 0) if lane is not None else {}
+        #: the count lane's next line not counted yet
+        counted_next = [min(starts[0] for starts, _, _, _ in lane.rules.values()) if lane and lane.rules else -1]
+
+        def count_before(upto: int) -> None:
+            # the lanes' lines before ``upto`` that are only counted, in line order (a rule's lines may
+            # be in both lanes: its ring of last ones takes them as the line-by-line path would)
+            while True:
+                nb = runs.next_counted() if runs is not None and runs.counted else -1
+                nc = counted_next[0]
+                if (nb < 0 or nb >= upto) and (nc < 0 or nc >= upto):
+                    return
+                if nb >= 0 and (nc < 0 or nb < nc):
+                    assert runs is not None
+                    self._count_runs(runs, upto if nc < 0 else min(nc, upto), block)
+                else:
+                    assert lane is not None
+                    counted_next[0] = self._count_segment(lane, cursors, upto if nb < 0 else min(nb, upto), block)
+
+        for start in (others if runs is None else runs.one_by_one(count_before)):
+            count_before(start)
+            if start >= buf.begin:
+                self._line(block, start)
+        count_before(len(buf.data) + 1)
+        # the matches still kept get their line numbers (in line order: each counted from the one
+        # before) while the block's are counted; they are built when the region ends (``build_kept``)
+        tail_keep = self.tail_keep
+        kept_now: list[tuple[int, Pending | tuple[list[Match | Pending | Counted], int]]] = [
+            (pm.start, pm) for pm in pending if pm.alive and pm.line_no < 0]
+        self.unbuilt += [pm for pm in pending if pm.alive]
+        for k in block.counted_rings:
+            ring = tail_keep[k]
+            kept_now += [(x[0], (ring, i)) for i, x in enumerate(ring) if isinstance(x, tuple) and x[6] < 0]
+        self.counted_rings |= block.counted_rings
+        kept_now.sort(key=lambda kv: kv[0])
+        for start, where in kept_now:
+            if isinstance(where, Pending):
+                where.line_no = numbers.at(start)
+            else:
+                ring, i = where
+                x = ring[i]
+                assert isinstance(x, tuple)
+                ring[i] = (*x[:6], numbers.at(start))
+        return numbers.last
 
     # --- what it says at the end ----------------------------------------------------------------
 

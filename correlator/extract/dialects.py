@@ -176,8 +176,10 @@ _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
 
 
-#: what the text of every stamp with a clock holds: its hour's last digit, a colon, its minute
-_CLOCK_NEEDS = r"\d:[0-5]\d"
+#: what the text of every stamp with a clock holds: its hour's last digit, a colon, its minute, a
+#: colon and its seconds' first digit (an NCCL line's ``host:pid:tid`` origin, ``gpu-a000:40000:40071``,
+#: holds a digit, a colon and a digit below 6 but not this: its lines are not searched for a stamp)
+_CLOCK_NEEDS = r"\d:[0-5]\d:[0-6]"
 
 
 @dataclass(frozen=True, slots=True)

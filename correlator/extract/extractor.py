@@ -204,7 +204,7 @@ class Extractor:
             confirmer.candidates += len(lines)
             line_no, counted_to = confirmer.process(Buffer(data, a, base, next_line), lines)
             next_line = line_no + count_lines(scanner, data, counted_to, b, base)  # = keep_line + lines up to b
-        confirmer.build_pending()  # (the matches still kept, while the region's bytes are here)
+        confirmer.build_kept(Buffer(data, begin, base, keep_line))
         self.windows.add_tail(data, begin, end_region, whole)
         return next_line
 

@@ -18,7 +18,7 @@ from datetime import tzinfo
 
 from correlator.extract.prefixes import Prefix, nccl_origin, rank_in_text, split_prefix, strip_ansi
 from correlator.extract.scan import MAYBE_PREFIX, Scanner
-from correlator.extract.timestamps import Parsed, StampParser
+from correlator.extract.timestamps import Parsed, StampParser, may_hold_stamp_bytes
 from correlator.model import SourceInfo, Who
 from correlator.model.vocabulary import Capture
 
@@ -55,7 +55,9 @@ class Stamps:
 
     def of(self, msg: str, observe: bool = True) -> Parsed | None:
         """The line's stamp; a full date also becomes the reference for year-less stamps after it
-        (``observe``: not from the head/tail windows, whose two paths visit lines in different orders)."""
+        (``observe``: not from the head/tail windows, whose two paths visit lines in different orders,
+        nor from the lines an inherited time is read from: a kept match is built when its region ends,
+        and what it reads there may lie past lines parsed before it)."""
         p = self.parser.parse(msg)
         if p is not None:
             if p.tz_assumed:
@@ -67,6 +69,8 @@ class Stamps:
         return p
 
     def of_line(self, raw: bytes, observe: bool = True) -> Parsed | None:
+        if not may_hold_stamp_bytes(raw):
+            return None  # (what ``of`` would say of it, without splitting its prefix)
         prefix, msg = parse_line(raw)
         return self.of(with_stamp(prefix, msg), observe)
 
@@ -136,6 +140,18 @@ class Buffer:
     def line_at(self, start: int) -> tuple[int, int]:
         end = self.data.find(b"\n", start)
         return start, (len(self.data) if end < 0 else end)
+
+    def raw_lines(self, starts: list[int]) -> list[bytes]:
+        """``data[s:e]`` for each line start ``s`` of ``starts`` (in order), ``(s, e) = line_at(s)``."""
+        data = self.data
+        find = data.find
+        out = [data[s:find(b"\n", s)] for s in starts]
+        last = data.rfind(b"\n")  # (the lines after the last newline end at the data's end)
+        k = len(starts)
+        while k and starts[k - 1] > last:
+            k -= 1
+            out[k] = data[starts[k]:]
+        return out
 
     def lines_before(self, start: int, n: int) -> Iterator[tuple[int, int]]:
         """Up to ``n`` (start, end) spans of the lines before ``start``, nearest first."""
@@ -288,6 +304,37 @@ def with_stamp(prefix: Prefix, msg: str) -> str:
     """The message with the stamp its launcher tag carried (mpirun --timestamp-output), for reading
     its time; rules match the message alone."""
     return f"{prefix.stamp} {msg}" if prefix.stamp else msg
+
+
+def maybe_prefixed(raws: list[bytes], joined: bytes | None = None, hyperscan: bool = False) -> list[bool]:
+    """``[MAYBE_PREFIX_RE.match(b"\\n" + raw) is not None for raw in raws]`` (lines without a newline)
+    in one search of the lines joined (``joined``, if given: ``b"\\n".join(raws)``), by Hyperscan
+    with ``hyperscan`` (``scan.WindowFinder.maybe_prefix_lines``: most lines have nothing to report):
+    every hint starts with the newline before its line and none matches a newline or looks around,
+    so each match is of one line, where it starts."""
+    out = [False] * len(raws)
+    if not raws:
+        return out
+    at: dict[int, int] = {}  # a line's newline in the joined bytes -> its index
+    pos = 0
+    for k, raw in enumerate(raws):
+        at[pos] = k
+        pos += len(raw) + 1
+    text = b"\n" + (b"\n".join(raws) if joined is None else joined)
+    finder = None
+    if hyperscan:
+        from correlator.extract.scan import window_finder
+
+        finder = window_finder()
+    if finder is not None:
+        for start in finder.maybe_prefix_lines(text):
+            out[at[start - 1]] = True
+        return out
+    for m in MAYBE_PREFIX_RE.finditer(text):
+        i = at.get(m.start())
+        if i is not None:
+            out[i] = True
+    return out
 
 
 def one_writer(data: bytes) -> bool:

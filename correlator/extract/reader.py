@@ -10,6 +10,7 @@ must not know what is done with it.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from datetime import UTC
 from types import ModuleType
@@ -318,6 +319,46 @@ def count_lines(scanner: Scanner, data: bytes, start: int, end: int, base: int) 
     if between is not None:
         return between(data, start, end, base)
     return count_nl(data, start, end)
+
+
+class LineNumbers:
+    """The line numbers of offsets in one buffer, counted only where asked (``count_lines`` from the
+    nearest offset asked before): a candidate that is only counted, or not confirmed, costs no count
+    of the bytes before it, and the lines after the last one asked are counted by the caller at once
+    (numpy over a long span). Offsets may be asked in any order; the places asked are kept sorted."""
+
+    __slots__ = ("scanner", "data", "base", "offsets", "lines")
+
+    def __init__(self, scanner: Scanner, data: bytes, offset: int, line: int, base: int) -> None:
+        self.scanner, self.data, self.base = scanner, data, base
+        #: the offsets asked (sorted) and their lines: ``offset`` is on line ``line``
+        self.offsets = [offset]
+        self.lines = [line]
+
+    def at(self, offset: int) -> int:
+        """The number of the line ``offset`` (a line start, at or after the first offset) is on."""
+        offsets = self.offsets
+        i = len(offsets) - 1
+        if offset < offsets[i]:
+            i = bisect_right(offsets, offset) - 1
+        at = offsets[i]
+        if at == offset:
+            return self.lines[i]
+        n = self.lines[i] + count_lines(self.scanner, self.data, at, offset, self.base)
+        offsets.insert(i + 1, offset)
+        self.lines.insert(i + 1, n)
+        return n
+
+    def mark(self, offset: int, line: int) -> None:
+        """``offset`` is on line ``line`` (counted elsewhere; at or after the last offset asked)."""
+        if offset > self.offsets[-1]:
+            self.offsets.append(offset)
+            self.lines.append(line)
+
+    @property
+    def last(self) -> tuple[int, int]:
+        """(line, offset) of the furthest offset asked: the lines after it are not counted yet."""
+        return self.lines[-1], self.offsets[-1]
 
 
 def known_clean(scanner: Scanner, data: bytes, start: int, end: int, base: int) -> bool:

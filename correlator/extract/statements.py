@@ -10,6 +10,7 @@ about rules or matches; the global stage joins the facts (``correlate.identity``
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from correlator.extract import dialects
@@ -64,23 +65,29 @@ FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 #: the whole job one handful per rank): beyond that, lines are parsed as they come
 NCCL_LINES_KEPT = 4096
 _NCCL_VOLATILE = re.compile(rb"( comm(?:Id)? 0x)([0-9a-fA-F]+)(?= )")
+#: a hex digit of a communicator's pointer or id as the key has it: a byte no ASCII line holds
+_HEX_AS_FF = bytes.maketrans(b"0123456789abcdefABCDEF", b"\xff" * 22)
 
 
-def nccl_line_key(raw: bytes) -> tuple:
-    """An ASCII NCCL init line (no ANSI codes, no ``\\r``) with the hex digits of its ``comm 0x...``
-    and ``commId 0x...`` (followed by a space) as their count and its ``- Init START``/``COMPLETE``
-    end dropped: lines with the same key give the same fact. The digits' count keeps every position
-    (NCCL's origin is looked for in the first 300 characters), no pattern of the fact or of the
-    launcher prefixes tells one hex digit from another there (each follows ``0x`` or another digit,
-    where no digit, word boundary or literal is tried), and nothing of the fact lies in the dropped
-    end (which follows `` - Init ``)."""
-    if raw.endswith(b" - Init COMPLETE"):
-        raw = raw[:-8]
-    elif raw.endswith(b" - Init START"):
-        raw = raw[:-5]
-    parts: list = _NCCL_VOLATILE.split(raw)  # text, " comm 0x", digits, text, ...
-    parts[2::3] = [len(d) for d in parts[2::3]]
-    return tuple(parts)
+def _nccl_keys(joined: bytes) -> list[bytes]:
+    """``nccl_line_key`` of each line of ``joined`` (ASCII lines joined by newlines), at once: the
+    substitutions never reach across a newline, so the key of the lines joined is their keys joined."""
+    parts: list[bytes] = _NCCL_VOLATILE.split(joined)  # text, " comm 0x", digits, ...
+    if len(parts) > 1:
+        parts[2::3] = b"\n".join(parts[2::3]).translate(_HEX_AS_FF).split(b"\n")
+    return b"".join(parts).split(b"\n")
+
+
+def nccl_line_key(raw: bytes) -> bytes:
+    """An ASCII NCCL init line (no ANSI codes, no ``\\r``) with each hex digit of its ``comm 0x...``
+    and ``commId 0x...`` (followed by a space) made a ``\\xff`` byte: lines with the same key give the
+    same fact. The digits' count keeps every position (NCCL's origin is looked for in the first 300
+    characters), and no pattern of the fact or of the launcher prefixes tells one hex digit from
+    another there (each follows ``0x`` or another digit, where no digit, word boundary or literal is
+    tried). No ASCII line holds ``\\xff``: two keys are equal only where the lines' other bytes and
+    their digits' places are. (A communicator's ``Init START`` and ``Init COMPLETE`` lines have two
+    keys: each is parsed once, and the second states what the first did.)"""
+    return _nccl_keys(raw)[0]
 
 
 def line_start_captures(text: bytes, hyperscan: bool = False) -> set[bytes]:
@@ -159,14 +166,13 @@ class Statements:
         #: repeat says nothing more)
         self._nccl_said: set[tuple] = set()
         #: the init lines seen, each as ``nccl_line_key`` (at most NCCL_LINES_KEPT)
-        self._nccl_lines: set[tuple] = set()
+        self._nccl_lines: set[bytes] = set()
 
     def nccl_line_said(self, raw: bytes) -> bool:
         """Whether the NCCL init line ``raw`` states what a line seen before stated (then it needs no
         parsing: its fact is that line's); a line not seen before is remembered. Lines that differ
-        only in their communicator's pointer and id and in ``Init START``/``COMPLETE`` state the
-        same (``nccl_line_key``); a line with non-ASCII bytes, ANSI codes or ``\r`` frames is
-        always parsed."""
+        only in their communicator's pointer and id state the same (``nccl_line_key``); a line with
+        non-ASCII bytes, ANSI codes or ``\r`` frames is always parsed."""
         if not raw.isascii() or b"\x1b" in raw or b"\r" in raw:
             return False
         key = nccl_line_key(raw)
@@ -175,6 +181,29 @@ class Statements:
         if len(self._nccl_lines) < NCCL_LINES_KEPT:
             self._nccl_lines.add(key)
         return False
+
+    def nccl_lines_said(self, raws: Sequence[bytes]) -> list[bool]:
+        """``[self.nccl_line_said(raw) for raw in raws]`` (lines in order), their keys worked out at
+        once over the lines joined (``_nccl_keys``): an ``NCCL_DEBUG=INFO`` log's init lines cost a
+        set lookup each, not a parse. The lines not plain ASCII are said not to be, and not kept."""
+        if not raws:
+            return []
+        joined = b"\n".join(raws)
+        plain: list[bool] | None = None
+        if not joined.isascii() or b"\x1b" in joined or b"\r" in joined:
+            plain = [raw.isascii() and b"\x1b" not in raw and b"\r" not in raw for raw in raws]
+            joined = b"\n".join(raw if ok else b"" for raw, ok in zip(raws, plain, strict=True))
+        seen = self._nccl_lines
+        out: list[bool] = []
+        said = out.append
+        for k, key in enumerate(_nccl_keys(joined)):
+            if key in seen:
+                said(plain is None or plain[k])
+                continue
+            if len(seen) < NCCL_LINES_KEPT and (plain is None or plain[k]):
+                seen.add(key)
+            said(False)
+        return out
 
     def check_writers(self, region: bytes) -> None:
         """A file whose lines carry several ranks' prefixes is a combined stream, and one with
