@@ -171,3 +171,16 @@ def test_the_distribution_name_is_ours_and_the_command_stays(tmp_path: Path) -> 
     readme = (ROOT / "README.md").read_text()
     assert "pip install correlate-ranks" in readme
 
+
+
+def test_the_model_exports_every_name_and_the_extraction_side_does_not_load_the_report():
+    """``correlator.model`` gives every name of ``__all__`` (the report's on first use), and what a
+    pool's worker runs (the extraction, the launcher) does not create the report's dataclasses."""
+    import correlator.model as model
+
+    for name in model.__all__:
+        assert getattr(model, name) is not None, name
+    code = ("import sys, correlator.launch, correlator.extract.engines as e, correlator.extract.sources;"
+            "e._warm_up(); print('correlator.model.report' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert r.stdout.strip() == "False"
