@@ -28,6 +28,7 @@ from correlator.model.digest import (
     Who,
 )
 from correlator.model.ranks import compress_ranks, expand_ranks
+
 if TYPE_CHECKING:
     from correlator.model.report import (
         SURVIVED_NOTE_END,
