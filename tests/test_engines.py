@@ -13,6 +13,7 @@ import io
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -984,6 +985,30 @@ def test_stamps_and_prefixes_looked_for_in_lines_joined_are_found_line_by_line(t
     for raw in raws:
         if not may_hold_stamp_bytes(raw):
             assert stamps.of(with_stamp(*parse_line(raw)), observe=False) is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["a", "\\", "[", "]", "^", "(", ")", "?", ":", "P", "<", ">", "=", "!", "x", "4", "1",
+                                 "0", "d", "s", "n", "+", "*", "{", "}", "|", "\n", "[[:alpha:]]", "(?i)"]), max_size=14))
+def test_pattern_atoms_spell_the_pattern(pieces):
+    """The line rewriters' reader (``ruleset.pattern_atoms``, shared by ``line_bounded`` and
+    ``lanes.exact_expression``): where it reads a pattern, its atoms spell the pattern again, each
+    is of one kind, and a class is one whole ``[...]`` that nests no set."""
+    from correlator.ruleset import pattern_atoms
+
+    pattern = "".join(pieces)
+    atoms = pattern_atoms(pattern, lambda d: d != "q")
+    if atoms is None:
+        return
+    assert "".join(a.text for a in atoms) == pattern
+    for a in atoms:
+        assert a.kind in ("flags", "escape", "class", "group", "named", "other", "char"), a
+        if a.kind == "char":
+            assert len(a.text) == 1 and a.text not in "\\["
+        if a.kind == "class":
+            assert a.text.startswith("[") and a.text.endswith("]") and "[" not in re.sub(r"\\.", "", a.text[1:])
+        if a.kind == "escape":
+            assert a.text[0] == "\\" and len(a.text) in (2, 4)
 
 
 def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(rules):
