@@ -307,15 +307,22 @@ def _line_marks(data: bytes, start: int, at: list[int]) -> dict[int, int] | None
     np = reader._np
     if not np:
         return None
-    step = reader.BLOCK_BYTES  # (a block at a time: the comparison's array stays in the cache)
-    found = [np.flatnonzero(np.frombuffer(data, np.uint8, min(step, len(data) - a), a) == 10) + a
-             for a in range(0, len(data), step)]
-    newlines = np.concatenate(found) if found else np.zeros(0, np.int64)
     grid = LINE_MARK_BYTES
     end = start + len(data)
-    points = [start, *range(start - start % grid + grid, end, grid), *at, end]
-    counts = np.searchsorted(newlines, np.asarray(points, np.int64) - start)
-    return dict(zip(points, counts.tolist()))
+    points = sorted({start, *range(start - start % grid + grid, end, grid), *at, end})
+    # the newlines of each span between two points counted on their own (numpy over a long span: its
+    # comparison's array stays in the cache; not every newline's place, which cost twice as much)
+    raw = np.frombuffer(data, np.uint8)
+    count_nonzero, count = np.count_nonzero, data.count
+    out: dict[int, int] = {}
+    total = 0
+    prev = 0
+    for p in points:
+        at_ = p - start
+        total += count(b"\n", prev, at_) if at_ - prev < 4096 else int(count_nonzero(raw[prev:at_] == 10))
+        out[p] = total
+        prev = at_
+    return out
 
 
 def piece_bounds(path: str, size: int, piece: int = PIECE_BYTES) -> list[tuple[int, int]]:
