@@ -83,6 +83,8 @@ OLD_FORMS = {
                                  "debug info, due to collective timeout or exception."),
     "run-to-the-line-end": (r"No valid checkpoint found in output directory \((?P<path>[^)]+)\)",
                             "ValueError: No valid checkpoint found in output directory (/scratch/run7/out)"),
+    "lib-run": (r"(?<library>lib[\w.+-]+\.so[\w.]*): cannot open shared object file: No such file or directory",
+                "OSError: libcudnn.so.8: cannot open shared object file: No such file or directory"),
     "leading-run": (r"(?<library>[^\s:'\"]+\.so(?:\.[\d.]+)?): undefined symbol: (?<symbol>\S+)",
                     "ImportError: /opt/x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"),
 }

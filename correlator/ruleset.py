@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 import pickle
 import tomllib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import accumulate, filterfalse, repeat
+from operator import sub
 from pathlib import Path
 from typing import TypeVar
 
@@ -672,34 +675,36 @@ class Bulk:
     def confirms(self, texts: Sequence[str]) -> list[bool] | None:
         """Whether the rule confirms each of ``texts`` (lines without a newline), as ``RuleSet.confirm``
         would one by one; None when a search ran past the time limit (then confirm them one by one)."""
-        from bisect import bisect_right
+        starts = list(accumulate((len(t) + 1 for t in texts[:-1]), initial=0)) if texts else []
+        got = self.confirmed("\n".join(texts), starts)
+        if got is None:
+            return None
+        yes = set(got)
+        return [k in yes for k in range(len(texts))]
 
-        joined = "\n".join(texts)
-        starts = [0] * len(texts)
-        at = 0
-        for k, t in enumerate(texts):
-            starts[k] = at
-            at += len(t) + 1
+    def confirmed(self, joined: str, starts: Sequence[int]) -> list[int] | None:
+        """The lines the rule confirms, as ``RuleSet.confirm`` would one by one, of ``joined`` (lines
+        without a newline joined by ``\n``, line ``k`` at ``starts[k]``): their indexes, in order. None
+        when a search ran past the time limit (then confirm them one by one). One search of the text
+        per pattern; a match's line is found by bisection (a C call per match, no Python step)."""
         limit = time_limit(joined)
 
-        def hit(patterns: Sequence[regex.Pattern[str]]) -> set[int]:
-            found: set[int] = set()
-            for p in patterns:
-                for m in p.finditer(joined, timeout=limit, concurrent=_CONCURRENT):
-                    found.add(bisect_right(starts, m.start()) - 1)
-            return found
+        def hit(p: regex.Pattern[str]) -> Iterable[int]:
+            # (1 + the index of the line of each match: match starts come in order, and so do their lines)
+            at = [m.start() for m in p.finditer(joined, timeout=limit, concurrent=_CONCURRENT)]
+            return dict.fromkeys(map(bisect_right, repeat(starts, len(at)), at))
 
         try:
-            yes = hit(self.any)
-            no = hit(self.not_) if yes else set()
+            yes = [*hit(self.any[0])] if len(self.any) == 1 else sorted(set().union(*map(hit, self.any)))
+            no = set().union(*map(hit, self.not_)) if yes else set()
         except TimeoutError:
             return None
         for lit in self.not_literals if yes else ():
             i = joined.find(lit)
             while i >= 0:
-                no.add(bisect_right(starts, i) - 1)
+                no.add(bisect_right(starts, i))
                 i = joined.find(lit, i + 1)
-        return [k in yes and k not in no for k in range(len(texts))]
+        return list(map(sub, filterfalse(no.__contains__, yes) if no else yes, repeat(1)))
 
 
 class RuleSet:
@@ -744,7 +749,8 @@ class RuleSet:
 
     def confirm(self, index: int, text: str, context: Sequence[str] | Callable[[], Sequence[str]],
                 budget: RuleBudget | None = None,
-                may_match_all: Callable[[tuple[str, ...], str], bool] | None = None
+                may_match_all: Callable[[tuple[str, ...], str | bytes | memoryview], bool] | None = None,
+                raw_window: Callable[[Rule], bytes | memoryview | None] | None = None
                 ) -> tuple[dict[str, str] | None, bool]:
         """Captures if rule ``index`` matches ``text`` (with ``context`` for event scope), else None;
         and whether this call spent the rule's ``budget`` (then it is not to be tried again).
@@ -756,7 +762,9 @@ class RuleSet:
         may need is timed again in CPU time (``time.thread_time``), so that a process the machine
         descheduled is not charged for it. Raises ``PatternTimeout`` when a pattern was abandoned.
         ``may_match_all(patterns, window)``: False when one of an event rule's ``all`` patterns surely
-        has no match in its window (a faster prefilter's answer; then the patterns are not searched)."""
+        has no match in its window (a faster prefilter's answer; then the patterns are not searched).
+        ``raw_window(rule)``: the UTF-8 of an event rule's window as it lies in the source, when it does
+        (else None): then the prefilter is asked before the context is built, and only once."""
         got: list[Sequence[str]] = []
 
         def ctx() -> Sequence[str]:
@@ -765,12 +773,12 @@ class RuleSet:
             return got[0]
 
         if budget is None:
-            return self._confirm(index, text, ctx, may_match_all), False
+            return self._confirm(index, text, ctx, may_match_all, raw_window), False
         import time
 
         t0 = time.perf_counter()
         try:
-            caps = self._confirm(index, text, ctx, may_match_all)
+            caps = self._confirm(index, text, ctx, may_match_all, raw_window)
         except PatternTimeout as e:
             e.spent = budget.charge(index, time_limit(text), True)
             raise
@@ -784,14 +792,15 @@ class RuleSet:
                 return caps, False
         c0 = time.thread_time()
         try:
-            self._confirm(index, text, ctx, may_match_all)
+            self._confirm(index, text, ctx, may_match_all, raw_window)
         except PatternTimeout:
             pass
         cpu = time.thread_time() - c0
         return caps, cpu > limit and budget.charge(index, cpu - limit, False)
 
     def _confirm(self, index: int, text: str, context: Callable[[], Sequence[str]],
-                 may_match_all: Callable[[tuple[str, ...], str], bool] | None = None) -> dict[str, str] | None:
+                 may_match_all: Callable[[tuple[str, ...], str | bytes | memoryview], bool] | None = None,
+                 raw_window: Callable[[Rule], bytes | memoryview | None] | None = None) -> dict[str, str] | None:
         c = self.compiled(index)
         rid = c.rule.id
         hit = None
@@ -805,8 +814,11 @@ class RuleSet:
         if not c.all and not c.not_:
             return caps
         event = c.rule.match.scope is Scope.EVENT
+        raw = raw_window(c.rule) if event and c.all and may_match_all is not None and raw_window is not None else None
+        if raw is not None and not may_match_all(c.rule.match.all, raw):  # type: ignore[misc]
+            return None  # (before a line of the context is decoded)
         window = "\n".join([*context(), text]) if event else text
-        if c.all and may_match_all is not None and not may_match_all(c.rule.match.all, window):
+        if c.all and may_match_all is not None and raw is None and not may_match_all(c.rule.match.all, window):
             return None
         for p in c.all:
             m = _search(p, window, rid)

@@ -774,6 +774,10 @@ _LANE_LINES = (
     "2026-03-02 14:01:0{d},000 - data - WARNING - skipping sample {i}",
     "2026-03-02 14:01:0{d},000 - train - ERROR - ValueError: logged {i}",
     "filler line {i} with nothing in it",
+    # lines of other rules that take the lane (a block's lane lines searched rule by rule)
+    "Duplicate GPU detected : rank {d} and rank 0 both on CUDA device f000",
+    "Handling auto-requeue signal: 1{d}",
+    "terminate called after throwing an instance of 'c10::Error'",
 )
 
 
@@ -1128,6 +1132,202 @@ def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(
                     for ln in lines]
             assert bulk.confirms(lines) == want, r.id
     assert tried > 200
+
+
+#: lines of caught and uncaught tracebacks, and what may sit beside them: prefixes, ANSI codes,
+#: progress frames, non-ASCII and broken UTF-8 (the window then cannot be read as it lies)
+_EVENT_LINES = (
+    b"Traceback (most recent call last):",
+    b'  File "/usr/lib/python3.11/multiprocessing/resource_sharer.py", line 86, in get_connection',
+    b'  File "/opt/torch/serialization.py", line {i}, in save',
+    b"    torch.save(state, path)",
+    b"Exception ignored in: <function _Loader.__del__ at 0x7f{i}>",
+    b"ConnectionResetError: [Errno 104] Connection reset by peer",
+    b"OSError: [Errno 5] Input/output error: '/lustre/shard-{i}.tar'",
+    b"ValueError: corrupt sample {i}",
+    b"2026-03-02 14:01:0{d},000 - data - ERROR - reading shard {i} failed",
+    b"2026-03-02 14:01:0{d},000 - lightning - INFO - Saving checkpoint to /ckpt/{i}",
+    b"[rank{d}]:OSError: [Errno 5] Input/output error",
+    b"{d}: [default0]:  File \"/opt/torch/serialization.py\", line 1, in save",
+    b"\x1b[31mConnectionResetError: [Errno 104] Connection reset by peer\x1b[0m",
+    b"Epoch 0:  {d}%|\xe2\x96\x88\xe2\x96\x88 | {i}/100\rConnectionResetError: [Errno 104] Connection reset by peer",
+    b"caf\xc3\xa9 {i} \xe2\x96\x88",
+    b"broken \xff\xfe utf-8 {i}",
+    b"",
+)
+
+
+@st.composite
+def _window_log(draw) -> bytes:
+    rnd = draw(st.randoms(use_true_random=False))
+    kinds = draw(st.lists(st.sampled_from(_EVENT_LINES), min_size=1, max_size=8))
+    n = draw(st.integers(0, 300))
+    lines = [rnd.choice(kinds).replace(b"{i}", str(i).encode()).replace(b"{d}", str(rnd.randrange(10)).encode())
+             for i in range(n)]
+    return b"\n".join(lines) + (b"\n" if draw(st.booleans()) else b"")
+
+
+@needs_hs
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_window_log(), st.integers(0, 250), st.booleans())
+def test_raw_window_is_the_window_built_line_by_line(engine, data, k, after):
+    """``Confirmer.raw_window``, when it answers, is the UTF-8 of the window ``process`` builds for an
+    event rule at that line (its message, and the messages of the lines before it as far as the rule
+    looks, joined by newlines): asking the prefilter of those bytes is asking it of the window."""
+    from correlator.extract.confirmer import CONTEXT_MAX_BEFORE, Confirmer
+    from correlator.extract.lines import Buffer, parse_line
+    from correlator.model import MatchSpec, Scope
+
+    rule = replace(engine.ruleset.rules[0], match=MatchSpec(any=("x",), scope=Scope.EVENT, context_lines=k,
+                                                           context_after=3 if after else 0))
+    buf = Buffer(data, 0, 0, 1)
+    c = Confirmer.__new__(Confirmer)
+    start = 0
+    answered = 0
+    while start <= len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        prefix, msg = parse_line(data[start:end])
+        if not prefix.length and "\r" not in msg:
+            got = c.raw_window(buf, start, rule)
+            if got is not None:
+                answered += 1
+                before = buf.context(start, b"", min(k, CONTEXT_MAX_BEFORE), 0)[0]
+                assert got == "\n".join([*(before[-k:] if k else []), msg]).encode("utf-8"), (start, data)
+                assert not after
+        start = end + 1
+    if data.count(b"\n") > 3 and not after and b"\x1b" not in data and b"\r" not in data and b"\xff" not in data \
+            and b"]:" not in data and k <= 3:
+        assert answered  # (not a test that cannot fail: plain lines are answered)
+
+
+@needs_hs
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_window_log(), st.sampled_from([None, 700, 4096]))
+def test_window_prefilter_gives_the_digest_of_the_patterns_alone(engine, data, chunk):
+    """Event rules' windows asked of the Hyperscan prefilter first (built, or as they lie in the
+    source) or searched by their patterns alone: the same digest."""
+    import correlator.extract.confirmer as confirmer
+
+    opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+    src = SourceInfo(path="rank-3.log", kind="memory", size=len(data), file_rank=3)
+    try:
+        fast = extract(src, engine, opts, stream=io.BytesIO(data))
+        confirmer.WINDOW_PREFILTER = False
+        slow = extract(src, engine, opts, stream=io.BytesIO(data))
+    finally:
+        confirmer.WINDOW_PREFILTER = True
+    assert fast == slow
+
+
+def _example_lines(rules) -> list[str]:
+    """Every rule's example lines of printable ASCII (the lane's lines), and each cut in two at every
+    seventh character, the halves one after the other (a match reaching across the newline between
+    them would be found in the second)."""
+    lines: list[str] = []
+    for ln in dict.fromkeys(ln for r in rules for ex in r.examples for ln in ex.log.splitlines()):
+        if all(c == "\t" or " " <= c <= "~" for c in ln):
+            lines.append(ln)
+            for k in range(3, len(ln), 7):
+                lines += [ln[:k], ln[k:]]
+    return lines
+
+
+def _joined(lines: list[str]) -> tuple[bytes, list[int]]:
+    places, at = [], 0
+    for ln in lines:
+        places.append(at)
+        at += len(ln) + 1
+    return ("\n" + "\n".join(lines)).encode(), places
+
+
+@needs_hs
+def test_exact_lane_confirms_the_lines_regex_confirms(rules):
+    """Every line-scope rule's exact Hyperscan database (``lanes.ExactLines``) confirms, among all the
+    rules' example lines joined (and their halves), exactly the lines its patterns confirm one by one."""
+    import regex
+
+    from correlator.extract.lanes import exact_expression, exact_lines
+    from correlator.ruleset import RuleSet
+
+    rs = RuleSet(rules)
+    lines = _example_lines(rules)
+    joined, places = _joined(lines)
+    tried = 0
+    for i, r in enumerate(rules):
+        bulk = rs.bulk(i)
+        exact = exact_lines(r, bulk.not_literals) if bulk is not None else None
+        if exact is None:
+            # (a database built is checked against the rule's own lines: every one read here passes)
+            assert bulk is None or any(exact_expression(p) is None for p in (*r.match.any, *r.match.not_)), r.id
+            continue
+        tried += 1
+        anys = [regex.compile(p) for p in r.match.any]
+        nots = [regex.compile(p) for p in r.match.not_]
+        want = [k for k, ln in enumerate(lines) if any(p.search(ln) for p in anys) and not any(p.search(ln) for p in nots)]
+        assert exact.confirmed(joined, places) == want, r.id
+    assert tried > 200
+
+
+@needs_hs
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_exact_lane_confirms_what_regex_confirms_on_any_line(rules, data):
+    """The same on lines made of pieces of a rule's own example lines and random printable ASCII:
+    anchors, optional parts, classes and case cut and joined anyhow."""
+    import regex
+
+    from correlator.extract.lanes import exact_lines
+    from correlator.ruleset import RuleSet
+
+    rs = RuleSet(rules)
+    i = data.draw(st.sampled_from([k for k, r in enumerate(rules) if rs.bulk(k) is not None]))
+    r = rules[i]
+    bulk = rs.bulk(i)
+    assert bulk is not None
+    exact = exact_lines(r, bulk.not_literals)
+    if exact is None:
+        return
+    own = [ln for ex in r.examples for ln in ex.log.splitlines() if all(c == "\t" or " " <= c <= "~" for c in ln)]
+    piece = st.one_of(st.sampled_from(own or ["x"]).flatmap(
+        lambda ln: st.integers(0, len(ln)).flatmap(lambda a: st.integers(a, len(ln)).map(lambda b: ln[a:b]))),
+        st.text(alphabet=[chr(c) for c in range(0x20, 0x7f)] + ["\t"], max_size=6))
+    # lines of pieces, and an example line cut anywhere into two adjacent lines (a match of the whole
+    # line that reached across the newline would be found in the second)
+    cut = st.sampled_from(own or ["x"]).flatmap(lambda ln: st.integers(0, len(ln)).map(lambda c: [ln[:c], ln[c:]]))
+    groups = data.draw(st.lists(st.one_of(st.lists(piece, max_size=5).map(lambda ps: ["".join(ps)]), cut),
+                                min_size=1, max_size=8))
+    lines = [ln for g in groups for ln in g]
+    anys = [regex.compile(p) for p in r.match.any]
+    nots = [regex.compile(p) for p in r.match.not_]
+    want = [k for k, ln in enumerate(lines) if any(p.search(ln) for p in anys) and not any(p.search(ln) for p in nots)]
+    assert exact.confirmed(*_joined(lines)) == want, (r.id, lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 120))
+def test_stamp_of_a_line_is_the_stamp_of_its_message(rnd, n):
+    """``confirmer.stamp_of`` (a line that cannot hold a prefix read by the stamp parser alone) ==
+    ``Stamps.of_line`` on every line of windows of all prefix and stamp dialects, ANSI codes and
+    traceback lines, line by line from two parsers that end in the same state (a full date read is
+    the reference of the year-less stamps after it)."""
+    from correlator.extract.confirmer import stamp_of
+    from correlator.extract.lines import Stamps
+
+    pool = [*_WINDOW_LINES, "Traceback (most recent call last):", '  File "/x.py", line {n}, in f',
+            "ValueError: step {n} at 14:0{n}:00", "E0302 14:01:02.000000 1 x.cc:1] {n}"]
+    data = _window_text(rnd, n, pool)
+    if rnd.random() < 0.3:
+        data = data[rnd.randrange(len(data) + 1):]
+    fast, plain = Stamps(UTC, None), Stamps(UTC, None)
+    s = 0
+    while s < len(data):
+        e = data.find(b"\n", s)
+        e = len(data) if e < 0 else e
+        assert stamp_of(fast, data, s, e) == plain.of_line(data[s:e]), data[s:e]
+        s = e + 1
+    assert vars(fast.parser) == vars(plain.parser) and (fast.tz_assumed, fast.year_inferred) == (
+        plain.tz_assumed, plain.year_inferred)
 
 
 @needs_hs

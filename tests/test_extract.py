@@ -490,3 +490,20 @@ def test_an_extracted_source_is_freed_without_the_cyclic_collector(engine, tmp_p
         gc.enable()
     assert digests[0].matches and digests[0] == digests[2]
     assert alive == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=3000), st.data())
+def test_count_nl_counts_as_bytes_count(data, draw):
+    """``count_nl`` takes numpy past a few KiB, a cache-sized step at a time: the count is
+    ``bytes.count``'s, whatever the span and the step (small ones here, so that every path runs)."""
+    from correlator.extract import reader
+
+    data = data.replace(b"x", b"\n")
+    start = draw.draw(st.integers(0, len(data)))
+    end = draw.draw(st.integers(start, len(data)))
+    for small, step in ((4 << 10, 256 << 10), (0, 7), (16, 1), (1, 100)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(reader, "COUNT_NUMPY_BYTES", small)
+            mp.setattr(reader, "COUNT_STEP_BYTES", step)
+            assert reader.count_nl(data, start, end) == data.count(b"\n", start, end), (small, step)

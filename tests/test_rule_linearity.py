@@ -7,6 +7,10 @@ quantifiers. Two checks, neither of which asserts on a duration:
 
 - **structure** (deterministic): no unbounded quantifier inside another repeat, unless a literal
   that the inner run cannot take ends each iteration (``(?:[^\\n]*\\n)*``: one way to split).
+  And no unbounded run at a match's start that takes its own head's characters, at a start no anchor or
+  lookbehind confines, with something after it that may fail (``leading_runs``): on a line of that head
+  repeated (``libcudnn.so.8`` over and over for ``lib[\\w.+-]+\\.so...``) a match starts at each
+  repetition and reads the run to the line's end.
 - **behaviour** (``benchmarks/pattern_linearity.py``, not a test: it times): each pattern searches lines of repeated partial matches, derived from its own
   examples (the matched text cut at every group boundary, with and without what precedes it on the
   line) and generic runs. The one slowest on a 16 KiB line is grown by four, from 16 KiB, until
@@ -151,6 +155,106 @@ def nested_unbounded(seq, in_repeat: bool = False, follows=()) -> list[str]:
     return found
 
 
+#: the characters a run is tried on (a quadratic line is made of them)
+_PRINTABLE = frozenset(chr(c) for c in range(0x20, 0x7f)) | {"\t"}
+
+
+def _chars(item) -> frozenset[str]:
+    """The printable characters the one-character ``item`` can take (all of them when unsure)."""
+    return frozenset(c for c in _PRINTABLE if _takes(item, c))
+
+
+def _one_char(item) -> bool:
+    return item[0] in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN)
+
+
+def _run_chars(body) -> frozenset[str] | None:
+    """The characters a repeat of ``body`` takes, when each repetition is one character (lookarounds
+    aside: ``(?:(?!lib)[\\w.])``); else None."""
+    chars: frozenset[str] = frozenset()
+    one = 0
+    for op, av in body:
+        if op in (sre.ASSERT, sre.ASSERT_NOT):
+            continue
+        if op is sre.SUBPATTERN:
+            inner = _run_chars(av[-1])
+            if inner is None:
+                return None
+            chars |= inner
+        elif _one_char((op, av)):
+            chars |= _chars((op, av))
+        else:
+            return None
+        one += 1
+    return chars if one == 1 else None
+
+
+def _may_fail(rest, run: frozenset[str]) -> bool:
+    """Whether what follows a run may fail where the run ends: not when it can match nothing there
+    (optional items; a line end, when the run takes every character but the newline)."""
+    for op, av in rest:
+        if op in _REPEATS and av[0] == 0:
+            continue
+        if op is sre.SUBPATTERN and not _may_fail(av[-1], run):
+            continue
+        if op is sre.AT and av in (sre.AT_END, sre.AT_END_STRING) and run >= _PRINTABLE:
+            continue
+        return True
+    return False
+
+
+def leading_runs(seq, guard: frozenset[str] | None = None, head: tuple = ()) -> list[str]:
+    """The unbounded runs a match may begin with -- after zero-width items and a head of single
+    characters -- that take some of each head character, at a start no anchor or lookbehind
+    confines, with something after them that may fail. ``lib[\\w.+-]+\\.so...`` on a line of
+    ``libcudnn.so.8`` repeated starts a match at each ``lib`` and runs each to the line's end
+    (quadratic; with the backtracking into the run, worse); ``[A-Za-z_][\\w.]*: Caught`` starts at
+    every letter of a long word. A start after ``^``, or after a lookbehind or ``\\b`` that no
+    character of the run can stand before, is confined: each run of such characters is entered once
+    (its first characters that cannot begin a match skipped by a possessive run). ``guard``: the
+    characters the start may follow (None: any)."""
+    seq = list(seq)
+    for k, (op, av) in enumerate(seq):
+        rest = seq[k + 1:]
+        if op is sre.AT:
+            if av in (sre.AT_BEGINNING, sre.AT_BEGINNING_STRING):
+                return []
+            if av is sre.AT_BOUNDARY and not head:  # (a word start: it follows no word character)
+                guard = frozenset(c for c in _PRINTABLE if not (c.isalnum() or c == "_"))
+            continue
+        if op in (sre.ASSERT, sre.ASSERT_NOT) and av[0] == -1 and len(av[1]) == 1 and _one_char(av[1][0]) \
+                and not head:  # a lookbehind of one character: what the start may follow
+            guard = _chars(av[1][0]) if op is sre.ASSERT else _PRINTABLE - _chars(av[1][0])
+            continue
+        if op in (sre.ASSERT, sre.ASSERT_NOT):
+            continue
+        if op is sre.SUBPATTERN:
+            return leading_runs([*av[-1], *rest], guard, head)
+        if op is getattr(sre, "ATOMIC_GROUP", None):
+            return leading_runs([*av, *rest], guard, head)
+        if op is sre.BRANCH:
+            return [f for alt in av[1] for f in leading_runs([*alt, *rest], guard, head)]
+        if _one_char((op, av)):
+            head = (*head, (op, av))
+            continue
+        if op in _REPEATS:
+            lo, hi, body = av
+            if hi is sre.MAXREPEAT:
+                run = _run_chars(body)
+                if run is None:
+                    return []  # (a repeated group of more than one character: the nested-quantifier check's)
+                if guard is not None and not (guard & run):
+                    return []  # a confined start: at the beginning of a run of these characters only
+                if all(_chars(h) & run for h in head) and _may_fail(rest, run):
+                    return [f"a run of {body[0]!r:.50} after a head of {len(head)} character(s) it takes, unconfined"]
+                return []
+            if lo == 0:  # an optional group first: the match may begin in it, or after it
+                return leading_runs([*body, *rest], guard, head) + leading_runs(rest, guard, head)
+            return leading_runs([*body, *rest], guard, head)
+        return []
+    return []
+
+
 def parse(pattern: str):
     """The standard library's parse tree of a rule pattern (``regex``'s ``(?<name>`` spelt ``(?P<name>``)."""
     return sre.parse(re.sub(r"\(\?<(?=[A-Za-z_])", "(?P<", pattern))
@@ -179,6 +283,44 @@ def test_the_structure_check_sees_nested_quantifiers(pattern):
                                      r"a+b*c", r"(?:x{1,3}y)+", r"(?:[^\]]*\]){2,}z", r"(?:\[(?P<r>\d+)\] )+x"])
 def test_the_structure_check_leaves_delimited_and_bounded_forms(pattern):
     assert not nested_unbounded(parse(pattern))
+
+
+@pytest.mark.parametrize("rule_id, where, pattern", [(r, w, p) for r, w, p, _ in PATTERNS],
+                         ids=[f"{r}:{w}" for r, w, _, _ in PATTERNS])
+def test_no_unconfined_leading_runs(rule_id, where, pattern):
+    assert not leading_runs(parse(pattern)), (rule_id, where, leading_runs(parse(pattern)))
+
+
+#: forms the rules had before, each quadratic (or worse) on a line like the benchmark's, and measured
+#: so: 'libcudnn.so.8' repeated (68.6 times the work on a 4 times longer line), a long word before
+#: ': Caught x in DataLoade', 'slurmstepd-' repeated before ': error: Detected x', digits before
+#: 'x Workers (tasks / actors) killed ...', a list '1, 1, 1, ...' before '] joined ... #x'
+LEADING_RUN_FORMS = (
+    r"(?<library>lib[\w.+-]+\.so[\w.]*): cannot open shared object file: No such file or directory",
+    r"(?<wrapped>[A-Za-z_][\w.]*): Caught (?<exc_type>[A-Za-z_][\w.]*) in DataLoader worker process (?<worker>\d+)",
+    r"(?:slurmstepd-(?P<host>[\w.-]+): error: )?Detected (?P<count>\d+) oom[_-]kill events? in ",
+    r"(?P<killed>\d+) Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
+    r"(?P<joined_ranks>\d+(?:, ?\d+)*)\] joined but didn't finish collective #(?P<desync_seq>\d+)",
+    r"(?<library>[^\s:'\"]+\.so(?:\.[\d.]+)?): undefined symbol: (?<symbol>\S+)",
+    r"lib\w+ foo",
+)
+
+
+@pytest.mark.parametrize("pattern", LEADING_RUN_FORMS)
+def test_the_structure_check_sees_unconfined_leading_runs(pattern):
+    assert leading_runs(parse(pattern))
+
+
+@pytest.mark.parametrize("pattern", [
+    r"(?<![\w.+-])(?:(?!lib)[\w.+-])*+(?<library>lib[\w.+-]*\.so[\w.]*): cannot",  # confined, past non-head characters
+    r"(?<![^\s:'\"])(?<library>[^\s:'\"]+\.so): undefined symbol",  # a lookbehind the run cannot stand before
+    r"(?<!\d)(?P<killed>\d+) Workers", r"(?<=\[)\d+(?:, ?\d+)*\] joined", r"\bfoo\w+bar", r"^lib\w+ foo",
+    r"ImportError: (?<detail>\S[^\n]*)",  # nothing after the run can fail: the first start matches
+    r"Error while deserializing header: (?<reason>[^\n]+?)\s*$",
+    r"x\d+y",  # the run takes no character of the head
+])
+def test_the_structure_check_leaves_confined_and_final_runs(pattern):
+    assert not leading_runs(parse(pattern))
 
 
 def test_units_come_from_the_examples():

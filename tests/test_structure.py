@@ -19,7 +19,7 @@ PKG = ROOT / "correlator"
 # lower number = lower layer; a module may import only modules of a lower or equal layer. Keys are
 # dotted paths under ``correlator``; a module takes the layer of its longest matching key.
 LAYERS = {
-    "__init__": 0, "model": 0, "errors": 0, "cache": 0,
+    "__init__": 0, "model": 0, "errors": 0, "cache": 0, "memory": 0,
     "ruleset": 1, "explain": 1, "progress": 1,
     "extract": 2,
     "correlate": 3,

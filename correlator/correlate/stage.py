@@ -7,17 +7,16 @@ each attempt's verdict are assembled here.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 
 from correlator import __version__
 from correlator.correlate import accounting, attempts, attribution, clocks, identity
+from correlator.memory import gc_paused
 from correlator.model import (
     UNDETERMINED_NOTE,
     AttemptVerdict,
@@ -39,23 +38,6 @@ from correlator.model import (
     rules_version,
 )
 from correlator.model.vocabulary import Capture, Tag
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for a while (on again after, if it was on).
-
-    The global stage makes and keeps hundreds of thousands of small acyclic objects (events, rows,
-    matches with their identities filled in) on top of the digests: every few hundred allocations
-    the collector ran, and its older generations went over all of them again and again (a fifth
-    of the stage's time at 4096 ranks). Nothing in the stage makes cycles to collect."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def correlate(digests: Sequence[Digest], rule_list: Sequence[Rule], diags: Sequence[Diagnostic] = (), *,

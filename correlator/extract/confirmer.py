@@ -15,13 +15,14 @@ import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress, filterfalse
-from operator import or_
+from itertools import accumulate, compress, filterfalse, repeat
+from operator import add, eq, is_not, itemgetter, or_, sub
 from typing import TYPE_CHECKING
 
+from correlator.extract.lanes import exact_lines
 from correlator.extract.lines import (
     LOOK_LINES,
     MAX_LINE_BYTES,
@@ -29,6 +30,7 @@ from correlator.extract.lines import (
     WRITER_WINDOW,
     Buffer,
     Context,
+    Stamps,
     line_who,
     maybe_prefixed,
     parse_line,
@@ -36,7 +38,7 @@ from correlator.extract.lines import (
     with_stamp,
 )
 from correlator.extract.prefixes import NO_PREFIX, Prefix, clean, nccl_origin, split_prefix
-from correlator.extract.reader import Hygiene, LineNumbers, count_nl
+from correlator.extract.reader import Hygiene, LineNumbers
 from correlator.extract.scan import window_finder
 from correlator.extract.statements import ONE_WRITER_PROBE, Statements, table_owner
 from correlator.extract.timestamps import Parsed, lines_may_hold_stamp, may_hold_stamp
@@ -85,6 +87,8 @@ CUT_RUN_MIN = 16
 #: the bytes of a line the bulk lane takes (``Confirmer.bulk_lane``): printable ASCII and tabs, which
 #: decoding leaves as they are (no ``\r`` frames, ANSI codes or other control characters)
 _PLAIN_BYTES = bytes([9, *range(0x20, 0x7f)])
+#: and the newline between lines joined
+_PLAIN_LINES = _PLAIN_BYTES + b"\n"
 #: what else keeps a line out of it (``bulk_lane`` looks for them one by one): what may name a host
 #: (``_may_name_host``: `` kernel: `` of a syslog header, `` NCCL `` of an NCCL origin) or be an
 #: embedded launcher prefix (every ``_EMBEDDED_PREFIX`` match holds ``]:`` or ``]<std``)
@@ -94,6 +98,9 @@ _NO_KEY = NO_PREFIX.key
 #: every candidate takes the line-by-line path, which stays the definition (the property tests
 #: compare both)
 BULK_LANE = True
+#: whether the bulk lane asks Hyperscan which lines a rule confirms (``lanes.ExactLines``) where it
+#: can; off, ``regex`` searches the lines joined (the tests compare both)
+EXACT_LANE = True
 #: a block's candidates are offered to the bulk lane when there are more than this many (fewer cost
 #: less one by one than the lane's searches)
 BULK_MIN_CANDIDATES = KEEP_FIRST
@@ -104,8 +111,10 @@ NCCL_SAID_AT_ONCE = True
 #: past the first KEEP_FIRST of their rule, only counted (``Confirmer.count_lane``); off, one by one
 #: in ``process``, which stays the definition (the property tests compare both)
 COUNT_LANE = True
+#: the rule a candidate takes the bulk lane for, and the context rules beside it with their required literals
+_LaneRule = tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]]
 #: what ``Confirmer.lane_rules`` holds for a set of pattern ids not classified yet
-_UNCLASSIFIED: tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] = (-1, ())
+_UNCLASSIFIED: _LaneRule = (-1, ())
 #: whether an event rule's ``all`` patterns are first looked for by Hyperscan over its window
 #: (``scan.WindowFinder.may_match_all``; off, the patterns alone decide: the tests compare both)
 WINDOW_PREFILTER = True
@@ -185,7 +194,8 @@ class Pending:
     built at once (its rank may make that host the writer's, for the matches after it)."""
 
     rule: Rule
-    caps: dict[str, str]
+    #: None: a bulk-lane line, whose captures are taken when it is built (``Confirmer.build_kept``)
+    caps: dict[str, str] | None
     frame: str
     #: the text the match shows (the frame, or its event's text when a frame boundary cut a run)
     shown: str
@@ -205,6 +215,8 @@ class Pending:
     #: the writer's host as known at the line
     host: str | None
     alive: bool = True
+    #: the rule's index (a bulk-lane line's, whose captures are taken when it is built)
+    index: int = -1
 
     @property
     def rule_id(self) -> str:
@@ -270,6 +282,35 @@ class Grouping:
                           self.last_offset, self.first_line, self.last_line, self.first_ns, self.last_ns)
 
 
+def stamp_of(stamps: Stamps, data: bytes, s: int, e: int, observe: bool = True) -> Parsed | None:
+    """``stamps.of_line(data[s:e], observe)`` (the line at ``s``), without splitting a prefix off a line that
+    cannot hold one (``MAYBE_PREFIX_RE``, a superset of what ``split_prefix`` reads) and has no ANSI
+    code: its message is its text, and a line of a traceback is read by the stamp parser alone
+    (``inherit`` reads several such lines back to the stamped one before them)."""
+    raw = data[s:e]
+    if e - s <= MAX_LINE_BYTES and b"\x1b" not in raw and (
+            MAYBE_PREFIX_RE.match(data, s - 1) is None if s > 0 else MAYBE_PREFIX_RE.match(b"\n" + raw) is None):
+        return stamps.of(raw.decode("utf-8", "replace"), observe)
+    return stamps.of_line(raw, observe)
+
+
+def _lines_back(data: bytes, start: int, n: int) -> int:
+    """The start of the ``n``-th line before the line at ``start`` (a line start), or 0 when fewer
+    lines lie before it: where ``Buffer.lines_before(start, n)`` ends, found by one ``rsplit`` of
+    the bytes before it (an ``rfind`` per line cost a Python step each), in reaches that double."""
+    if n <= 0 or start == 0:
+        return start
+    reach = 128 * n
+    while True:
+        lo = max(0, start - 1 - reach)
+        parts = data[lo:start - 1].rsplit(b"\n", n)
+        if len(parts) > n:  # (n newlines found: the first part ends before the n-th line)
+            return lo + len(parts[0]) + 1
+        if lo == 0:
+            return 0
+        reach *= 4
+
+
 def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
     """The lines around a failure that may become the root (the traceback above it)."""
     before, after = buf.context(start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
@@ -295,7 +336,7 @@ class _Block:
     buf: Buffer
     lines: dict[int, set[int]]
     numbers: LineNumbers
-    may_match_all: Callable[[tuple[str, ...], str], bool] | None
+    may_match_all: Callable[[tuple[str, ...], str | bytes | memoryview], bool] | None
     last_stamp: dict[tuple, int]
     pending: list[Pending] = field(default_factory=list)
     counted_rings: set[tuple[str, tuple]] = field(default_factory=set)
@@ -307,6 +348,79 @@ class _Block:
             self.snapshot = {w: last_stamp[w] for w in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
                              if w in last_stamp}
         return self.snapshot
+
+
+@dataclass(slots=True)
+class Lane:
+    """What the bulk lane decided of a block's candidates (``Confirmer.bulk_lane``)."""
+
+    #: rule index -> the starts of the lines it confirmed, in line order
+    confirmed: dict[int, list[int]]
+    #: the candidates it left to the one-by-one path, in line order (those it took and no rule
+    #: confirmed need nothing more)
+    rest: list[int]
+
+
+class _Runs:
+    """The bulk lane's confirmed lines of a block as ``Confirmer.process`` meets them: a rule's lines
+    are taken one by one while its matches count among its first KEEP_FIRST (``counts_first``, asked
+    at each line as the one-by-one path asks it), and from its first line that does not on, counted
+    in runs between the lines taken one by one (``take``)."""
+
+    def __init__(self, confirmer: Confirmer, lane: Lane) -> None:
+        rules = confirmer.engine.ruleset.rules
+        self.counts_first = confirmer.counts_first
+        self.lines = lane.confirmed
+        self.rest = lane.rest
+        self.ids = {ri: rules[ri].id for ri in lane.confirmed}
+        #: rule -> index of its next line, while its lines are taken one by one
+        self.open = dict.fromkeys(lane.confirmed, 0)
+        #: rule -> index of its first line not counted yet, once they are counted in runs
+        self.counted: dict[int, int] = {}
+
+    def one_by_one(self, before: Callable[[int], None]) -> Iterator[int]:
+        """The lines for the one-by-one path, in line order: the candidates the lane left, and the
+        lines of the rules whose matches still count among their first. ``before(start)`` is called
+        before a line is judged (what is counted before it is counted first)."""
+        rest, lines, open_ = self.rest, self.lines, self.open
+        k, n = 0, len(rest)
+        while True:
+            s = rest[k] if k < n else -1
+            who = -1
+            for ri, j in open_.items():
+                t = lines[ri][j]
+                if s < 0 or t < s:
+                    s, who = t, ri
+            if s < 0:
+                return
+            before(s)
+            if who < 0:
+                k += 1
+            elif not self.counts_first(self.ids[who], _NO_KEY):
+                self.counted[who] = open_.pop(who)  # this line and the rule's later ones are counted
+                continue
+            elif open_[who] + 1 < len(lines[who]):
+                open_[who] += 1
+            else:
+                del open_[who]
+            yield s
+
+    def next_counted(self) -> int:
+        """The start of the first line to count in a run not counted yet, or -1."""
+        lines = self.lines
+        return min((lines[ri][a] for ri, a in self.counted.items() if a < len(lines[ri])), default=-1)
+
+    def take(self, upto: int) -> list[tuple[int, list[int], int, int]]:
+        """(rule, its lines, from, to) of the lines before ``upto`` not counted yet: ``lines[from:to]``."""
+        out = []
+        for ri, a in self.counted.items():
+            got = self.lines[ri]
+            b = bisect_left(got, upto, a)
+            if b > a:
+                out.append((ri, got, a, b))
+        for ri, _got, _a, b in out:
+            self.counted[ri] = b
+        return out
 
 
 class Confirmer:
@@ -348,7 +462,7 @@ class Confirmer:
         self.scans: dict[tuple, _Scan] = {}
         #: a candidate's pattern ids -> (the one rule that can take it in the bulk lane, the context rules
         #: whose required literals must be absent), or None (``bulk_lane``)
-        self.lane_rules: dict[frozenset[int], tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]] | None] = {}
+        self.lane_rules: dict[frozenset[int], _LaneRule | None] = {}
         #: a candidate's pattern ids (its one id, or a frozenset of several) -> the one rule the count lane
         #: may confirm it for, or -1 (``count_lane``)
         self.count_rules: dict[int | frozenset[int], int] = {}
@@ -466,7 +580,7 @@ class Confirmer:
         lo_dist = 0
         if i < 0:
             for n, (s, e) in enumerate(buf.writer_before(start, pbytes, LOOK_LINES), 1):
-                p = stamps.of_line(data[s:e], False)  # (not observed: see Stamps.of)
+                p = stamp_of(stamps, data, s, e, False)  # (not observed: see Stamps.of)
                 if p is not None:
                     lo, lo_at, lo_dist = p.time_ns, base + s, n
                     break
@@ -490,7 +604,7 @@ class Confirmer:
                 if ceiling is not None and s + len(pbytes) > ceiling:
                     break
                 after.append(base + s)
-                p = stamps.of_line(data[s:e], False)
+                p = stamp_of(stamps, data, s, e, False)
                 if p is not None:
                     hi = p.time_ns + p.resolution_ns
                     break
@@ -543,6 +657,7 @@ class Confirmer:
     def build(self, buf: Buffer, pm: Pending) -> Match:
         """The match a pending one stands for, as ``process`` would have built it at its line."""
         src = self.ctx.src
+        assert pm.caps is not None
         t, lo, hi, kind = self.line_time(buf, pm.start, pm.line_prefix, pm.pbytes, pm.key, pm.stamp,
                                          pm.one_process, pm.last)
         context = _match_context(buf, pm.start, pm.pbytes) if pm.primary else ()
@@ -555,6 +670,32 @@ class Confirmer:
                      text=clean(pm.shown), who=who, time_ns=t, lo_ns=lo, hi_ns=hi, time_kind=kind,
                      captures=_captures(pm.caps), context=context, attempt=src.attempt,
                      tz_assumed=bool(pm.stamp and pm.stamp.tz_assumed))
+
+    def raw_window(self, buf: Buffer, start: int, rule: Rule) -> bytes | None:
+        """The UTF-8 of the window ``process`` builds for event rule ``rule`` at the line at ``start``
+        (the lines before as far as it looks, joined by newlines, then the line), as it lies in the
+        buffer, when it does: the line has no launcher prefix and is its own frame (the caller says
+        so), none of the lines is cut, may hold a launcher prefix (``MAYBE_PREFIX_RE``, a superset:
+        its message is the line) or holds a carriage return or an ANSI code, the rule looks at no
+        line after it, and the bytes are UTF-8. Else None (then the window is built and asked)."""
+        k = rule.match.context_lines
+        if rule.match.context_after or k < 0:
+            return None
+        data = buf.data
+        n = min(k, CONTEXT_MAX_BEFORE)
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        lo = _lines_back(data, start, n)
+        if (lo == 0 and start > 0) or end - lo > MAX_LINE_BYTES or data.find(b"\x1b", lo, end) >= 0 \
+                or data.find(b"\r", lo, end) >= 0 or (lo < start and MAYBE_PREFIX_RE.search(data, lo - 1, start)):
+            return None
+        window = data[lo:end]
+        if not window.isascii():
+            try:
+                window.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        return window
 
     # --- the candidates of one block ------------------------------------------------------------
 
@@ -575,66 +716,129 @@ class Confirmer:
         return main[0], tuple((ri, tuple(lit.encode() for lit in rs.rules[ri].match.context_requires))
                               for ri in targets if ri != main[0])
 
-    def bulk_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int]) -> dict[int, tuple[int, str]]:
-        """The candidate lines whose confirmation needs nothing but their rule's patterns, confirmed
-        at once (``ruleset.Bulk``: one search of the lines joined): line start -> (rule index, its
-        message). Such a line has no launcher prefix, is printable ASCII (its message is its bytes),
-        holds no possible stamp, host or embedded prefix, and its one rule is line-scope (an event
-        rule beside it has none of its required literals near). What ``process`` does with a
-        confirmed line of this kind past the first KEEP_FIRST of its rule is only count it.
-        ``order``: the candidates' starts, in line order."""
+    def bulk_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int]) -> Lane | None:
+        """The candidate lines whose confirmation needs nothing but their rule's patterns, decided at
+        once (``ruleset.Bulk``: one search of the lines joined per pattern), with no Python step per
+        line but in the rare lines that keep a block's lines out one by one. Such a line has no
+        launcher prefix, is printable ASCII (its message is its bytes), holds no possible stamp, host
+        or embedded prefix, and its one rule is line-scope (an event rule beside it has none of its
+        required literals near). What ``process`` does with a confirmed line of this kind past the
+        first KEEP_FIRST of its rule is only count it, and with one its rule does not confirm,
+        nothing. ``order``: the candidates' starts, in line order. None: the lane takes none."""
         rs = self.engine.ruleset
         budget = self.engine.budget
         data = buf.data
-        starts: list[int] = []
-        raws: list[bytes] = []
-        lanes: list[tuple[int, tuple[tuple[int, tuple[bytes, ...]], ...]]] = []
-        classes = self.lane_rules
-        find = data.find
-        off = budget.off  # (a rule switched off for the run: ``RuleBudget.disabled``)
-        begin = max(buf.begin, 1)
-        for start in order:
-            if start < begin:
-                continue
-            pids = frozenset(lines[start])
-            lane = classes.get(pids, _UNCLASSIFIED)
-            if lane is _UNCLASSIFIED:
-                lane = classes[pids] = self._lane_rule(pids)
-            if lane is None or off[lane[0]]:
-                continue
-            end = find(b"\n", start)
-            if end < 0:
-                end = len(data)
-            if end - start > MAX_LINE_BYTES:
-                continue
-            raw = data[start:end]
-            if raw.translate(None, _PLAIN_BYTES):
-                continue
-            starts.append(start)
-            raws.append(raw)
-            lanes.append(lane)
+        first = bisect_left(order, max(buf.begin, 1))
+        starts: list[int] = list(order[first:])
         if not starts:
-            return {}
-        finder = window_finder() if self.ctx.hyperscan else None
-        broken: set[int] = set()
-        if finder is not None:
-            # the lines joined, each after a newline: one Hyperscan pass for what keeps lines out
-            joined = b"\n" + b"\n".join(raws)
-            at = [0] * len(raws)
-            pos = 1
-            for k, raw in enumerate(raws):
-                at[k] = pos
-                pos += len(raw) + 1
-            broken = {bisect_right(at, to - 1) - 1 for to in finder.lane_breaks(joined)}
+            return None
+        # the lane each candidate's pattern ids make (classified once per set of ids in the source); a
+        # dense block's candidates most often all have the same ids: one comparison each says so
+        ids = list(map(lines.__getitem__, starts))
+        same = ids[0]
+        keys = [frozenset(same)] if all(map(same.__eq__, ids)) else list(map(frozenset, ids))
+        classes = self.lane_rules
+        off = budget.off  # (a rule switched off for the run: ``RuleBudget.disabled``)
+        lane_of: dict[frozenset[int], _LaneRule | None] = {}
+        for key in dict.fromkeys(keys):
+            lane = classes.get(key, _UNCLASSIFIED)
+            if lane is _UNCLASSIFIED:
+                lane = classes[key] = self._lane_rule(key)
+            lane_of[key] = None if lane is None or off[lane[0]] else lane
+        if len(lane_of) == 1:
+            lane = next(iter(lane_of.values()))
+            if lane is None:
+                return None
+            lanes: list[_LaneRule] = [lane] * len(starts)
         else:
-            for k, (start, raw) in enumerate(zip(starts, raws, strict=True)):
-                if (b" kernel: " in raw or b" NCCL " in raw or b"]:" in raw or b"]<std" in raw
-                        or MAYBE_PREFIX_RE.match(data, start - 1) is not None or may_hold_stamp(raw.decode("ascii"))):
-                    broken.add(k)
-        # a context rule's required literal: its places from the first line's reach on, and how many
-        # of them end before the current line (lines come in order): the nearest is the last of those
-        places: dict[bytes, list] = {}
+            every = list(map(lane_of.__getitem__, keys))
+            took = list(map(is_not, every, repeat(None)))
+            starts = list(compress(starts, took))
+            lanes = [x for x in compress(every, took) if x is not None]
+            if not starts:
+                return None
+        ends = list(map(data.find, repeat(b"\n"), starts))
+        if ends[-1] < 0:  # (the buffer's last line, without a newline: only the last can be)
+            ends[-1] = len(data)
+        raws = list(map(data.__getitem__, map(slice, starts, ends)))
+        joined = b"\n".join([b"", *raws])  # each line after a newline
+        keep = None  # which lines stay in the lane (None: all)
+        if max(map(sub, ends, starts)) > MAX_LINE_BYTES or joined.translate(None, _PLAIN_LINES):
+            keep = [e - s <= MAX_LINE_BYTES and not raw.translate(None, _PLAIN_BYTES)
+                    for s, e, raw in zip(starts, ends, raws, strict=True)]
+        # each line's place in the lines joined (after the newline before it)
+        places = list(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0))
+        finder = window_finder() if self.ctx.hyperscan else None
+        if finder is not None:  # (a match is a break of the line its last byte is in)
+            broken = {bisect_right(places, to - 2) - 1 for to in finder.lane_breaks(joined)}
+        else:
+            broken = {k for k, (start, raw) in enumerate(zip(starts, raws, strict=True))
+                      if (keep is None or keep[k]) and (
+                          b" kernel: " in raw or b" NCCL " in raw or b"]:" in raw or b"]<std" in raw
+                          or MAYBE_PREFIX_RE.match(data, start - 1) is not None or may_hold_stamp(raw.decode("ascii")))}
+        if broken:
+            keep = [True] * len(starts) if keep is None else keep
+            for k in broken:
+                keep[k] = False
+        distinct = [x for x in lane_of.values() if x is not None]
+        keep = self._near_literals(buf, starts, lanes, distinct, keep)
+        if keep is not None and not all(keep):
+            starts, raws, lanes = list(compress(starts, keep)), list(compress(raws, keep)), list(compress(lanes, keep))
+            if not starts:
+                return None
+            joined = b"\n".join([b"", *raws])
+            places = list(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0))
+        # confirmed per rule: the lines joined searched once (Hyperscan, exact) or once per pattern (regex)
+        rules = sorted({ri for ri, _ in distinct})
+        confirmed: dict[int, list[int]] = {}
+        decided: list[list[int]] = []
+        for ri in rules:
+            if len(rules) == 1:
+                group, gjoined, gplaces = starts, joined, places
+            else:
+                mine = list(map(eq, map(itemgetter(0), lanes), repeat(ri)))
+                group = list(compress(starts, mine))
+                if not group:
+                    continue
+                sub_raws = list(compress(raws, mine))
+                gjoined = b"\n".join([b"", *sub_raws])
+                gplaces = list(accumulate(map(add, map(len, sub_raws[:-1]), repeat(1)), initial=0))
+            bulk = rs.bulk(ri)
+            assert bulk is not None
+            exact = exact_lines(rs.rules[ri], bulk.not_literals) if finder is not None and EXACT_LANE else None
+            got = exact.confirmed(gjoined, gplaces) if exact is not None else bulk.confirmed(
+                gjoined[1:].decode("ascii"), gplaces)
+            if got is None:
+                continue  # a pattern ran past the time limit: one by one, with the rule's budget
+            decided.append(group)
+            if got:
+                confirmed[ri] = list(map(group.__getitem__, got))
+        if not decided:
+            return None
+        if sum(map(len, decided)) == len(order) - first:  # (all from the first line the lane may take)
+            return Lane(confirmed, list(order[:first]))
+        return Lane(confirmed, list(filterfalse(set().union(*decided).__contains__, order)))
+
+    def _near_literals(self, buf: Buffer, starts: list[int], lanes: list[_LaneRule], distinct: list[_LaneRule],
+                       keep: list[bool] | None) -> list[bool] | None:
+        """``keep`` (which lines stay in the lane; None: all) without the lines near which an event rule beside
+        their rule finds one of its required literals (``context_requires``: then that rule is tried
+        one by one). Most blocks hold none of the literals at all: then no line is asked."""
+        budget = self.engine.budget
+        data = buf.data
+        reach = max(0, starts[0] - CONTEXT_REQUIRES_BYTES)
         last = starts[-1]  # (no literal ending after the last line's start counts)
+        within: dict[tuple[tuple[int, tuple[bytes, ...]], ...], bool] = {}
+        for _ri, context_rules in distinct:
+            if context_rules and context_rules not in within:
+                # (through the buffer's record of the literal's places: the lines taken one by one ask
+                # the same literal, and the bytes are searched once for both)
+                within[context_rules] = any(buf.holds_before(lit, reach, last) for _, lits in context_rules for lit in lits)
+        if not any(within.values()):
+            return keep
+        # a literal's places from the first line's reach on, and how many of them end before the
+        # current line (lines come in order): the nearest is the last of those
+        places: dict[bytes, list] = {}
 
         def near(lit: bytes, start: int) -> bool:  # = data.rfind(lit, start - CONTEXT_REQUIRES_BYTES, start) >= 0
             got = places.get(lit)
@@ -652,53 +856,28 @@ class Confirmer:
             got[1] = j
             return j > 0 and at[j - 1] >= start - CONTEXT_REQUIRES_BYTES
 
-        groups: dict[int, tuple[list[int], list[str]]] = {}
-        #: context rules -> whether one of their literals lies anywhere within the block's lines' reach
-        # (most often none does: then no line needs asking)
-        within: dict[tuple[tuple[int, tuple[bytes, ...]], ...], bool] = {}
-        reach = max(0, starts[0] - CONTEXT_REQUIRES_BYTES)
-        for k, (start, raw, (ri, context_rules)) in enumerate(zip(starts, raws, lanes, strict=True)):
-            if k in broken:
+        for k, (start, (_ri, context_rules)) in enumerate(zip(starts, lanes, strict=True)):
+            if keep is not None and not keep[k]:
                 continue
-            if context_rules:
-                w = within.get(context_rules)
-                if w is None:
-                    w = within[context_rules] = any(data.find(lit, reach, last) >= 0
-                                                    for _, lits in context_rules for lit in lits)
-                if w and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
-                             for ci, lits in context_rules):
-                    continue
-            got = groups.get(ri)
-            if got is None:
-                got = groups[ri] = ([], [])
-            got[0].append(start)
-            got[1].append(raw.decode("ascii"))
-        out: dict[int, tuple[int, str]] = {}
-        for ri, (group, texts) in groups.items():
-            bulk = rs.bulk(ri)
-            assert bulk is not None
-            oks = bulk.confirms(texts)
-            if oks is None:
-                continue  # a pattern ran past the time limit: one by one, with the rule's budget
-            for start, text, ok in zip(group, texts, oks, strict=True):
-                if ok:
-                    out[start] = (ri, text)
-        return out
-
-    def _count_run(self, buf: Buffer, run: dict[int, list[int]], lean: dict[int, tuple[int, str]],
-                   pending: list[Pending], line_no: int, counted_to: int) -> tuple[int, int]:
-        """Count the bulk lane's confirmed lines since the last other candidate (``run``: rule index ->
-        their starts in line order), as ``add_pending`` one by one would: each is confirmed, counted
-        and pushes the oldest of its rule's last KEEP_LAST out; only the last KEEP_LAST of a run can
-        still be kept, and only they become ``Pending`` (their line numbers counted from ``line_no``
-        at ``counted_to``, which are returned as they are at the last of them)."""
+            if within.get(context_rules) and any(not budget.disabled(ci) and any(near(lit, start) for lit in lits)
+                                                 for ci, lits in context_rules):
+                if keep is None:
+                    keep = [True] * len(starts)
+                keep[k] = False
+        return keep
+    def _count_runs(self, runs: _Runs, upto: int, block: _Block) -> None:
+        """Count the bulk lane's confirmed lines before ``upto`` of the rules past their first KEEP_FIRST
+        (``runs``), as ``add_pending`` one by one would: each is confirmed, counted and pushes the
+        oldest of its rule's last KEEP_LAST out; only the last KEEP_LAST of a run can still be kept,
+        and only they become ``Pending``: their line numbers are counted when their block ends, their
+        captures taken when their region ends, if they are still kept then (``build_kept``)."""
         rs = self.engine.ruleset
-        data = buf.data
+        data = block.buf.data
         kept: list[tuple[int, int]] = []
-        for ri, got in run.items():
+        for ri, got, a, b in runs.take(upto):
             rule = rs.rules[ri]
             k = (rule.id, _NO_KEY)
-            m = len(got)
+            m = b - a
             self.confirmed += m
             self.kept[k] += m
             ring = self.tail_keep[k]
@@ -709,31 +888,20 @@ class Confirmer:
                     if isinstance(gone, Pending):
                         gone.alive = False
                 del ring[:over]
-            kept += ((start, ri) for start in got[-KEEP_LAST:])
-        run.clear()
+            kept += ((got[i], ri) for i in range(max(a, b - KEEP_LAST), b))
+        if not kept:
+            return
         kept.sort()
-        last = {k: self.last_stamp[k] for k in (_NO_KEY, _ONE_WRITER_KEY, (*_NO_KEY, "task-clock"))
-                if k in self.last_stamp}
+        last = block.last_plain()
         host = self.hosts.get(_NO_KEY)
         for start, ri in kept:
-            line_no += count_nl(data, counted_to, start)
-            counted_to = start
             rule = rs.rules[ri]
-            text = lean[start][1]
-            try:
-                caps, _ = rs.confirm(ri, text, [], self.engine.budget)
-            except PatternTimeout as e:  # (its captures took too long alone: said as the plain path says it)
-                self.timeouts.setdefault(e.rule_id, [0, line_no])[0] += 1
-                caps = None
-            if caps is None:  # (not what the bulk search found: the line is not counted after all)
-                self.confirmed -= 1
-                self.kept[(rule.id, _NO_KEY)] -= 1
-                continue
-            pm = Pending(rule, caps, text, text, NO_PREFIX, NO_PREFIX, start, line_no, None, _NO_KEY, b"",
-                         rule.role is Role.PRIMARY, False, dict(last), host)
+            end = data.find(b"\n", start)
+            text = data[start:len(data) if end < 0 else end].decode("ascii")
+            pm = Pending(rule, None, text, text, NO_PREFIX, NO_PREFIX, start, -1, None, _NO_KEY, b"",
+                         rule.role is Role.PRIMARY, False, last, host, index=ri)
             self.tail_keep[(rule.id, _NO_KEY)].append(pm)
-            pending.append(pm)
-        return line_no, counted_to
+            block.pending.append(pm)
 
     def unsaid(self, buf: Buffer, lines: dict[int, set[int]], order: list[int]) -> list[int]:
         """``order`` (the candidates' starts, in line order) without the NCCL init lines that state
@@ -807,9 +975,21 @@ class Confirmer:
         self.counted_rings.clear()
         if len(builds) > 1:
             builds.sort(key=lambda pm: pm.start)
+        rs = self.engine.ruleset
         for pm in builds:
             ring = tail_keep[(pm.rule.id, pm.key)]
-            ring[next(i for i, x in enumerate(ring) if x is pm)] = self.build(buf, pm)
+            at = next(i for i, x in enumerate(ring) if x is pm)
+            if pm.caps is None:  # (a bulk-lane line: its captures, from its own search)
+                try:
+                    pm.caps, _ = rs.confirm(pm.index, pm.frame, [], self.engine.budget)
+                except PatternTimeout as e:  # (its search alone took too long: said as the plain path says it)
+                    self.timeouts.setdefault(e.rule_id, [0, pm.line_no])[0] += 1
+                if pm.caps is None:  # (not what the bulk search found: the line is not counted after all)
+                    self.confirmed -= 1
+                    self.kept[(pm.rule.id, pm.key)] -= 1
+                    del ring[at]
+                    continue
+            ring[at] = self.build(buf, pm)
 
     def count_lane(self, buf: Buffer, lines: dict[int, set[int]], order: Sequence[int], leave_plain: bool
                    ) -> _Lane | None:
@@ -1050,8 +1230,11 @@ class Confirmer:
                 inner = _EMBEDDED_PREFIX.search(frame)
                 if inner is not None and inner.start() > 0:
                     frame = frame[inner.start():]
+                # the line's window lies as it is in the source (no prefix, the frame is the whole line)
+                raw_at = (partial(self.raw_window, buf, start) if block.may_match_all is not None and not pbytes
+                          and frame is msg and rule.match.scope is Scope.EVENT else None)
                 try:
-                    caps, spent = rs.confirm(ri, frame, ctx, budget, block.may_match_all)
+                    caps, spent = rs.confirm(ri, frame, ctx, budget, block.may_match_all, raw_at)
                 except PatternTimeout as e:
                     self.timeouts.setdefault(e.rule_id, [0, numbers.at(start)])[0] += 1
                     if e.spent:
@@ -1123,7 +1306,6 @@ class Confirmer:
         what its line said) until the block ends; the ones still among the last KEEP_LAST then get
         their line numbers, and when the region ends their time, rank and context (``build_kept``).
         Line numbers are counted only where a match is built (``reader.LineNumbers``)."""
-        rs = self.engine.ruleset
         finder = window_finder() if self.ctx.hyperscan and WINDOW_PREFILTER else None
         block = _Block(buf, lines, LineNumbers(self.ctx.scanner, buf.data, buf.begin, buf.base_line, buf.base_offset),
                        finder.may_match_all if finder is not None else None, self.last_stamp)
@@ -1134,37 +1316,34 @@ class Confirmer:
         bulk_on = BULK_LANE and len(lines) > BULK_MIN_CANDIDATES
         lane = self.count_lane(buf, lines, order, bulk_on) if COUNT_LANE and len(order) > BULK_MIN_CANDIDATES else None
         others = [s for s in order if s not in lane.judged] if lane is not None else order
-        lean = self.bulk_lane(buf, lines, others) if bulk_on else {}
-        run: dict[int, list[int]] = {}  # the bulk lane's lines since the last other one, counted later
-        past_first: set[int] = set()  # rules whose first KEEP_FIRST lines without a prefix are kept
+        bulk = self.bulk_lane(buf, lines, others) if bulk_on else None
+        # the bulk lane's confirmed lines: taken one by one while their rule counts its first KEEP_FIRST,
+        # then counted in runs between the lines taken one by one
+        runs = _Runs(self, bulk) if bulk is not None else None
         cursors = dict.fromkeys(lane.rules, 0) if lane is not None else {}
         #: the count lane's next line not counted yet
-        next_counted = min(starts[0] for starts, _, _, _ in lane.rules.values()) if lane and lane.rules else -1
-        end = len(buf.data) + 1
-        for start in [*others, end] if next_counted >= 0 else others:
-            if 0 <= next_counted < start:  # (the count lane's lines before this one first)
-                if run:
-                    numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
-                assert lane is not None
-                next_counted = self._count_segment(lane, cursors, start, block)
-            if start < buf.begin or start == end:
-                continue
-            if lean:
-                bulk = lean.get(start)
-                if bulk is not None:
-                    ri = bulk[0]
-                    if ri in past_first or not self.counts_first(rs.rules[ri].id, _NO_KEY):
-                        past_first.add(ri)
-                        got = run.get(ri)
-                        if got is None:
-                            got = run[ri] = []
-                        got.append(start)
-                        continue
-                if run:
-                    numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
-            self._line(block, start)
-        if run:
-            numbers.mark(*reversed(self._count_run(buf, run, lean, pending, *numbers.last)))
+        counted_next = [min(starts[0] for starts, _, _, _ in lane.rules.values()) if lane and lane.rules else -1]
+
+        def count_before(upto: int) -> None:
+            # the lanes' lines before ``upto`` that are only counted, in line order (a rule's lines may
+            # be in both lanes: its ring of last ones takes them as the line-by-line path would)
+            while True:
+                nb = runs.next_counted() if runs is not None and runs.counted else -1
+                nc = counted_next[0]
+                if (nb < 0 or nb >= upto) and (nc < 0 or nc >= upto):
+                    return
+                if nb >= 0 and (nc < 0 or nb < nc):
+                    assert runs is not None
+                    self._count_runs(runs, upto if nc < 0 else min(nc, upto), block)
+                else:
+                    assert lane is not None
+                    counted_next[0] = self._count_segment(lane, cursors, upto if nb < 0 else min(nb, upto), block)
+
+        for start in (others if runs is None else runs.one_by_one(count_before)):
+            count_before(start)
+            if start >= buf.begin:
+                self._line(block, start)
+        count_before(len(buf.data) + 1)
         # the matches still kept get their line numbers (in line order: each counted from the one
         # before) while the block's are counted; they are built when the region ends (``build_kept``)
         tail_keep = self.tail_keep

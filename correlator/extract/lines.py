@@ -116,8 +116,9 @@ class Buffer:
     def holds_before(self, lit: bytes, lo: int, start: int) -> bool:
         """Whether ``lit`` lies wholly in ``data[lo:start]`` (``data.rfind(lit, lo, start) >= 0``).
         Candidates come in line order, so each literal's places are looked for once, ahead of the
-        last query: a block of 100,000 candidates does not search the 64 KiB before each (a context
-        rule's ``context_requires``), only each byte once."""
+        last query and no further back than ``lo``: a block of 100,000 candidates does not search the
+        64 KiB before each (a context rule's ``context_requires``), only each byte once, and a sparse
+        one only each candidate's 64 KiB."""
         if not lit:
             return lo <= start
         data = self.data
@@ -127,6 +128,9 @@ class Buffer:
         at, floor, pos = st
         if lo < floor:  # (not in line order: look the plain way)
             return data.rfind(lit, lo, start) >= 0
+        # (places before ``lo`` matter to no query from here on: a candidate a megabyte after the
+        # last one looks through its own 64 KiB, not the megabyte)
+        pos = max(pos, lo)
         while True:  # every place p with pos <= p <= start - len(lit) goes into ``at``
             i = data.find(lit, pos, start)
             if i < 0:

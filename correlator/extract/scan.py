@@ -1053,11 +1053,11 @@ class WindowFinder:
         self._all: dict[tuple[str, ...], object] = {}
         self._lane_scratch = hyperscan.Scratch(self._lane)
 
-    def may_match_all(self, patterns: tuple[str, ...], window: str) -> bool:
-        """False when one of ``patterns`` (an event rule's ``all``) surely has no match in ``window``:
-        Hyperscan in prefilter mode, on the window's UTF-8 with Unicode classes, reports every
-        pattern whose ``regex`` search would find a match there (and some that would not); True
-        when it cannot tell (a pattern it refuses, a text that is not UTF-8)."""
+    def may_match_all(self, patterns: tuple[str, ...], window: str | bytes | memoryview) -> bool:
+        """False when one of ``patterns`` (an event rule's ``all``) surely has no match in ``window``
+        (a text, or its UTF-8): Hyperscan in prefilter mode, on the window's UTF-8 with Unicode
+        classes, reports every pattern whose ``regex`` search would find a match there (and some that
+        would not); True when it cannot tell (a pattern it refuses, a text that is not UTF-8)."""
         got = self._all.get(patterns, self)
         if got is self:
             got = self._all[patterns] = self._compile_all(patterns)
@@ -1065,10 +1065,13 @@ class WindowFinder:
             return True
         assert isinstance(got, tuple)
         db, scratch = got
-        try:
-            data = window.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
+        if isinstance(window, str):
+            try:
+                data: bytes | memoryview = window.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        else:
+            data = window
         seen: set[int] = set()
 
         def on_match(pid: int, _from: int, _to: int, _flags: int, _ctx: object) -> None:
