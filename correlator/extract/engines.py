@@ -356,8 +356,10 @@ def _line_marks(data: bytes, begin: int, n: int, start: int, at: list[int]) -> d
     return out
 
 
-def piece_bounds(path: str, size: int, piece: int = PIECE_BYTES) -> list[tuple[int, int]]:
-    """Cut ``path`` into pieces of about ``piece`` bytes, each starting at a line start."""
+def piece_bounds(path: str, size: int, piece: int | None = None) -> list[tuple[int, int]]:
+    """Cut ``path`` into pieces of about ``piece`` bytes (PIECE_BYTES), each starting at a line start."""
+    if piece is None:
+        piece = PIECE_BYTES
     cuts = [0]
     pos = piece
     with open(path, "rb") as f:
