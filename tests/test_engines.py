@@ -237,6 +237,28 @@ def test_split_file_read_by_the_workers_merges_exactly_as_the_serial_scan(engine
     assert split == serial
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=60000), max_size=6),
+       st.sampled_from([300, 2000]), st.integers(200, 1200))
+def test_a_line_read_past_the_serial_buffer_takes_the_plain_path(engine, rnd, cuts, chunk, n):
+    """The same with the serial extract's look-back and look-ahead made small (4 KiB kept before a
+    region, 8 lines or 1 KiB held after it): a worker's reading often looked further than the buffer
+    the line is taken in holds, and such a line must take the plain path (dropping that check in
+    ``replay_line`` fails this)."""
+    from correlator.extract import reader
+
+    names = ("KEEP_BYTES", "HOLD_LINES", "HOLD_BYTES", "HOLD_MAX")
+    was = [getattr(reader, k) for k in names]
+    for k, v in zip(names, (4096, 8, 1024, 8192), strict=True):
+        setattr(reader, k, v)
+    try:
+        split, serial = _split_and_serial(engine, _said_text(rnd, n), cuts, chunk, None)
+    finally:
+        for k, v in zip(names, was, strict=True):
+            setattr(reader, k, v)
+    assert split == serial
+
+
 def test_the_workers_reading_is_taken_for_most_lines(engine, monkeypatch):
     """With the default buffers and margins, the serial extract takes a good part of the candidate
     lines as the workers read them (else the property test above would prove little: about half of
