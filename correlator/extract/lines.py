@@ -128,9 +128,12 @@ class Buffer:
         at, floor, pos = st
         if lo < floor:  # (not in line order: look the plain way)
             return data.rfind(lit, lo, start) >= 0
-        # (places before ``lo`` matter to no query from here on: a candidate a megabyte after the
-        # last one looks through its own 64 KiB, not the megabyte)
-        pos = max(pos, lo)
+        if lo > pos:
+            # a candidate a megabyte after the last one looks through its own 64 KiB, not the
+            # megabyte: the places before ``lo`` are not recorded, so from here on a question from
+            # further back is answered the plain way (the record holds every place from its floor)
+            at.clear()
+            st[1] = pos = lo
         while True:  # every place p with pos <= p <= start - len(lit) goes into ``at``
             i = data.find(lit, pos, start)
             if i < 0:
