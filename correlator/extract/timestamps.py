@@ -66,6 +66,14 @@ _BRANCH_GROUPS = {d.branch: (tuple(d.letter + n for n in re.compile(d.pattern).g
                   for d in dialects.STAMPS}
 assert all(len(names) >= 2 for names, _ in _BRANCH_GROUPS.values())  # (``group`` of several names gives a tuple)
 
+#: where a stamp that does not start its text is looked for (``dialects.stamp_anchors``): each starts at
+#: most ``reach`` characters before an anchor it holds
+_ANCHORS = tuple((re.compile(a), reach) for a, reach in dialects.stamp_anchors())
+#: per number of characters n: ``_ANY`` without its groups, at the first of n + 1 places that holds a
+#: stamp (the lookahead ends where the stamp starts)
+_FINDERS: dict[int, re.Pattern[str]] = {}
+_PLAIN = dialects.stamp_plain()
+
 #: how far into a message a stamp is looked for
 SEARCH_CHARS = 200
 
@@ -205,6 +213,48 @@ def may_hold_stamp_bytes(raw: bytes) -> bool:
     return not raw.isascii() or b"\x1b" in raw or _NEEDS_ANYWHERE.search(raw) is not None
 
 
+def _search(text: str, at: int) -> re.Match[str] | None:
+    """``_ANY.search(text, at, SEARCH_CHARS)``, trying only the places an anchor allows: each stamp
+    starts at most ``reach`` characters before an anchor it holds. (``_ANY`` costs ~0.45 us a place
+    it is tried at; 200 of them are 90 us.) The stretches before the anchors found are joined where
+    they touch, and tried in order."""
+    places: list[tuple[int, int]] = []  # the stretches a stamp may start in: (first, last)
+    for anchor, reach in _ANCHORS:
+        a = anchor.search(text, at, SEARCH_CHARS)
+        while a is not None:  # (a search a time: ``finditer`` costs 0.4 us more when it finds nothing)
+            pos = a.start()
+            places.append((pos - reach if pos - reach > at else at, pos))
+            a = anchor.search(text, pos + 1, SEARCH_CHARS)  # (an anchor is one character: this moves on)
+    if not places:
+        return None
+    places.sort()
+    lo, hi = places[0]
+    for first, last in places[1:]:
+        if first <= hi + 1:
+            if last > hi:
+                hi = last
+            continue
+        m = _find(text, lo, hi)
+        if m is not None:
+            return m
+        lo, hi = first, last
+    return _find(text, lo, hi)
+
+
+def _find(text: str, first: int, last: int) -> re.Match[str] | None:
+    """The stamp that starts first in ``[first, last]`` (as ``_ANY`` reads it), or None."""
+    if last < first:
+        return None
+    n = last - first
+    finder = _FINDERS.get(n)
+    if finder is None:
+        finder = _FINDERS[n] = re.compile(f"(?s:.{{0,{n}}}?)(?=(?:{_PLAIN}))")
+    f = finder.match(text, first, SEARCH_CHARS)
+    if f is None:
+        return None
+    return _ANY.match(text, f.end(), SEARCH_CHARS)
+
+
 class StampParser:
     """Parses stamps with one analysis zone and a per-file reference time for missing years.
 
@@ -268,12 +318,21 @@ class StampParser:
         return year
 
     def parse(self, text: str) -> Parsed | None:
-        """The first stamp in the first ``SEARCH_CHARS`` characters of ``text``, or None."""
-        if not may_hold_stamp(text):
-            return None
-        m = _ANY.search(text, 0, SEARCH_CHARS)
+        """The first stamp in the first ``SEARCH_CHARS`` characters of ``text``, or None: what
+        ``_ANY.search(text, 0, SEARCH_CHARS)`` finds, read by its dialect's reader
+        (``tests/test_timestamps.py`` holds that plain parse, and compares this one with it)."""
+        # ``_ANY.search`` from 0 is ``_ANY.match`` at the first place it matches (its lookbehinds see
+        # the text before where they start): most stamps begin a message, or follow its "["
+        m = _ANY.match(text, 0, SEARCH_CHARS)
         if m is None:
-            return None
+            at = 1
+            if text[:1] == "[":
+                m = _ANY.match(text, 1, SEARCH_CHARS)
+                at = 2
+            if m is None:
+                m = _search(text, at)
+                if m is None:
+                    return None
         kind = m.lastgroup or ""
         dialect = _BY_BRANCH[kind]
         names, fields = _BRANCH_GROUPS[kind]
