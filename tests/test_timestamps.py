@@ -311,7 +311,8 @@ def _texts(stamped: st.SearchStrategy) -> st.SearchStrategy:
 def test_the_parser_says_what_the_plain_parse_says(texts, zone, reference, bound, observe):
     """On stamps of every dialect with anything around them, on texts without one, one after the
     other as a file's lines are (a full date becomes the reference for year-less stamps after it):
-    the same ``Parsed`` (time, resolution, zone assumed, year inferred, dialect, span) or None."""
+    the same ``Parsed`` (time, resolution, zone assumed, year inferred, dialect, span) or None.
+    What a stamp reads as is kept across texts and across parsers of other references."""
     fast = StampParser(zone, reference, reference_is_bound=bound)
     plain = PlainParser(zone, reference, reference_is_bound=bound)
     for text, look in zip(texts, observe, strict=False):
@@ -347,3 +348,29 @@ def test_every_stamp_holds_its_anchor_within_reach(d, data):
             continue
         a = anchor.search(text, m.start(), m.end())
         assert a is not None and a.start() <= m.start() + d.reach and a.end() - a.start() == 1, (d.name, text, m.span(), a)
+
+
+#: year-less stamps (glog, syslog) and full dates of other years, as a file that crossed New Year
+#: or was written over years has them: each full date is the reference for the year-less after it
+YEAR_LESS_AND_FULL = st.builds(
+    lambda dt, fmt: dt.strftime(fmt),
+    st.datetimes(min_value=datetime(1999, 1, 1), max_value=datetime(2031, 12, 31)),
+    st.sampled_from(["I%m%d %H:%M:%S.123456 x.cpp:1] x", "%b %d %H:%M:%S host kernel: x", "%b %d %H:%M:%S.5 %Y x",
+                     "%Y-%m-%d %H:%M:%S,250 x", "[%Y-%m-%dT%H:%M:%SZ] x"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(YEAR_LESS_AND_FULL, min_size=2, max_size=10), zone=st.sampled_from(ZONES),
+       reference=st.one_of(st.none(), st.integers(946_684_800, 1_924_991_999).map(lambda s: s * NS)),
+       bound=st.booleans())
+def test_year_less_stamps_take_the_year_the_plain_parse_gives(texts, zone, reference, bound):
+    """Every full date observed, the year of each year-less stamp after it is inferred anew from it:
+    a kept reading is the parse's only while the years its reader inferred are the same again."""
+    fast = StampParser(zone, reference, reference_is_bound=bound)
+    plain = PlainParser(zone, reference, reference_is_bound=bound)
+    for text in texts:
+        got, want = fast.parse(text), plain.parse(text)
+        assert got == want, (text, got, want)
+        if want is not None:
+            fast.observe(got)
+            plain.observe(want)
