@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from correlator.cli import main
+from correlator.launch import main
 
 main()

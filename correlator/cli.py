@@ -17,6 +17,7 @@ from typing import Annotated, Literal, get_args, get_origin, get_type_hints
 import typer
 
 from correlator.errors import CorrelateError, InputError, RuleError, UsageError
+from correlator.launch import COMPLETE_VAR, SUBCOMMANDS
 from correlator.model import ExitCode
 
 #: ``-h`` as well as ``--help``, on every command (click's subcommand contexts inherit it)
@@ -34,7 +35,6 @@ app = typer.Typer(
 rules_app = typer.Typer(help="Inspect and check the failure rules.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 
-SUBCOMMANDS = {"analyze", "rules", "history", "serve", "completion", "--help", "-h", "--version", "--install-completion", "--show-completion"}
 # Options with a fixed set of values are typed by a Literal: typer shows the choices in --help as
 # [a|b|c], offers them to shell completion, and a value outside them is a usage error naming them.
 Format = Literal["terminal", "json", "markdown", "html", "trace"]
@@ -402,8 +402,6 @@ def completion_cmd(
     typer.echo(get_completion_script(prog_name="correlate", complete_var=COMPLETE_VAR, shell=shell))
 
 
-#: the variable the completion scripts set when they ask ``correlate`` for completions (click's name for it)
-COMPLETE_VAR = "_CORRELATE_COMPLETE"
 
 
 def _complete_as_analyze(env: dict[str, str]) -> None:

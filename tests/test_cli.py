@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jobs import combined_srun, rank_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -485,3 +487,72 @@ def test_ctrl_c_under_a_terminal_stops_the_bar_cleanly(slow_job):
             os.killpg(p.pid, 9)
         p.wait()
         os.close(master)
+
+
+# --- the launcher: the pool forked before typer loads (correlator.launch) -------------------------
+
+def test_the_launchers_options_are_the_plain_options_of_analyze():
+    """``launch.EARLY_OPTIONS`` spells exactly the options of ``cli._PLAIN``, each taking a value
+    where click's does: an option added, renamed or turned into a flag fails this."""
+    from typer.main import get_command
+
+    from correlator import launch
+    from correlator.cli import _PLAIN, FORMATS, app
+
+    cmd = get_command(app).commands["analyze"]  # type: ignore[attr-defined]
+    spelled: dict[str, bool] = {}
+    for p in cmd.params:
+        if p.name in _PLAIN and p.param_type_name == "option":
+            for opt in (*p.opts, *p.secondary_opts):
+                spelled[opt] = not p.is_flag
+    assert spelled == launch.EARLY_OPTIONS
+    assert launch.FORMATS == FORMATS
+
+
+_WORDS = ["a.log", "dir/", "x.json", "rules", "analyze", "json", "yaml", "html", "-", "--", "-x",
+          "--tz", "UTC", "-j", "--bogus", "-fjson", "-f=json", "--format=json", "--format=yaml", "--brief=1",
+          "--help", "-h", *__import__("correlator.launch", fromlist=["EARLY_OPTIONS"]).EARLY_OPTIONS]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), max_size=7))
+def test_the_launcher_reads_a_command_line_as_click_does(argv):
+    """Where the launcher takes a command line for paths and report options, click's parser of the
+    same command (``cli._plain_analyze``, after ``cli.main``'s 'analyze' rule) finds the same paths."""
+    from correlator.cli import SUBCOMMANDS, _plain_analyze
+    from correlator.launch import early_inputs
+
+    paths = early_inputs(argv)
+    if paths is None:
+        return
+    args = argv if argv[0] in SUBCOMMANDS else ["analyze", *argv]
+    assert args[0] == "analyze"
+    values = _plain_analyze(args[1:])
+    assert values is not None, argv
+    assert values["paths"] == paths
+
+
+def test_the_launcher_starts_the_pool_only_for_a_plain_command_line(monkeypatch):
+    from correlator import cli, launch
+    from correlator.extract import engines
+
+    asked: list[list[str]] = []
+    monkeypatch.setattr(engines, "speculate", lambda inputs: asked.append(inputs))
+    monkeypatch.setattr(cli, "main", lambda: None)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("CORRELATE_EARLY_POOL", raising=False)
+    monkeypatch.delenv(launch.COMPLETE_VAR, raising=False)
+    for argv, want in ((["job/", "-f", "json"], [["job/"]]), (["analyze", "a", "b", "--brief"], [["a", "b"]]),
+                       (["job/", "--tz", "UTC"], []), (["history"], []), (["-"], [])):
+        asked.clear()
+        monkeypatch.setattr(sys, "argv", ["correlate", *argv])
+        launch.main()
+        assert asked == want, argv
+    monkeypatch.setattr(sys, "argv", ["correlate", "job/"])
+    for env in ({"CORRELATE_EARLY_POOL": "0"}, {launch.COMPLETE_VAR: "bash_complete"}):
+        asked.clear()
+        with monkeypatch.context() as m:
+            for k, v in env.items():
+                m.setenv(k, v)
+            launch.main()
+        assert asked == [], env

@@ -26,7 +26,7 @@ LAYERS = {
     "report": 4,
     "rulecheck": 5, "pipeline": 5, "site": 5,
     "follow": 6, "history": 6, "serve": 6,
-    "cli": 7, "__main__": 8,
+    "cli": 7, "launch": 7, "__main__": 8,
 }
 #: stages that must not see each other although their layers would allow it: the correlation stage
 #: works on digests only, and a renderer reads a finished Report
@@ -153,7 +153,7 @@ def test_the_distribution_name_is_ours_and_the_command_stays(tmp_path: Path) -> 
     says so, and it still installs the ``correlate`` command and the ``correlator`` import package."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "correlate-ranks"
-    assert project["scripts"] == {"correlate": "correlator.cli:main"}
+    assert project["scripts"] == {"correlate": "correlator.launch:main"}
     build = "import sys; from setuptools import build_meta; print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))"
     src = tmp_path / "src"
     src.mkdir()
@@ -167,7 +167,20 @@ def test_the_distribution_name_is_ours_and_the_command_stays(tmp_path: Path) -> 
     info = tmp_path / "meta" / done.stdout.strip().splitlines()[-1]
     meta = (info / "METADATA").read_text()
     assert "\nName: correlate-ranks\n" in meta
-    assert "correlate = correlator.cli:main" in (info / "entry_points.txt").read_text()
+    assert "correlate = correlator.launch:main" in (info / "entry_points.txt").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "pip install correlate-ranks" in readme
 
+
+
+def test_the_model_exports_every_name_and_the_extraction_side_does_not_load_the_report():
+    """``correlator.model`` gives every name of ``__all__`` (the report's on first use), and what a
+    pool's worker runs (the extraction, the launcher) does not create the report's dataclasses."""
+    import correlator.model as model
+
+    for name in model.__all__:
+        assert getattr(model, name) is not None, name
+    code = ("import sys, correlator.launch, correlator.extract.engines as e, correlator.extract.sources;"
+            "e._warm_up(); print('correlator.model.report' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert r.stdout.strip() == "False"

@@ -491,6 +491,8 @@ def _splittable(s: SourceInfo, total: int, n: int) -> bool:
 
 _EARLY: tuple[ProcessPoolExecutor, int] | None = None
 _SPECULATION: tuple[tuple, EngineSpec, list[tuple[list[int], Future]]] | None = None
+#: the inputs ``speculate`` was last asked about
+_ASKED: list[str] | None = None
 
 
 def default_spec() -> EngineSpec:
@@ -538,9 +540,10 @@ def _sources_key(sources: Sequence[SourceInfo]) -> tuple | None:
 def speculate(inputs: list[str]) -> None:
     """Discover ``inputs`` and, when the job is one for the pool (big enough, nothing to split, no
     stdin), fork the pool and submit every file with ``default_spec()`` (see above)."""
-    global _EARLY, _SPECULATION
-    if _EARLY is not None or not hasattr(os, "fork"):
+    global _EARLY, _SPECULATION, _ASKED
+    if _EARLY is not None or not hasattr(os, "fork") or inputs == _ASKED:
         return
+    _ASKED = list(inputs)  # (asked again by the CLI after ``launch`` did: the answer stands)
     from correlator.extract.sources import discover
 
     try:
@@ -564,7 +567,8 @@ def speculate(inputs: list[str]) -> None:
 def drop_early(now: bool = False) -> None:
     """Cancel what was started early and shut its pool down (nothing took it over); ``now`` (the
     run was interrupted) also terminates the workers' tasks under way."""
-    global _EARLY, _SPECULATION
+    global _EARLY, _SPECULATION, _ASKED
+    _ASKED = None
     if _SPECULATION is not None:
         for _b, fut in _SPECULATION[2]:
             fut.cancel()
@@ -580,13 +584,14 @@ def drop_early(now: bool = False) -> None:
 def _take_early(sources: Sequence[SourceInfo], spec: EngineSpec, n: int
                 ) -> tuple[ProcessPoolExecutor, list[tuple[list[int], Future]]] | None:
     """The early pool and its tasks when they are for exactly these sources and this spec."""
-    global _EARLY, _SPECULATION
+    global _EARLY, _SPECULATION, _ASKED
+    _ASKED = None
     if _EARLY is None or _SPECULATION is None:
         drop_early()
         return None
     (pool, size), (key, early_spec, futures) = _EARLY, _SPECULATION
     if size != n or early_spec != spec or key != _sources_key(sources):
-        drop_early()
+        drop_early(now=True)  # (its workers would only compete with the run's for the cores)
         return None
     _EARLY = _SPECULATION = None
     return pool, futures

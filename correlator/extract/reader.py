@@ -287,12 +287,14 @@ _np: ModuleType | Literal[False] | None = None
 
 
 def warm_up() -> None:
-    """Import what the first long span would (numpy, ~80 ms): a pool's worker does it while the
-    parent process is still starting."""
+    """Import what the first long span would (numpy, ~80 ms), and what numpy imports on first use
+    in the dense scan (``numpy.ma``, for ``unique``/``isin``: ~10-30 ms): before the pool forks,
+    once, not in each worker."""
     global _np
     if _np is None:
         try:
             import numpy
+            import numpy.ma  # noqa: F401 - (numpy's own lazy import, taken now)
         except ImportError:  # pragma: no cover - numpy comes with pandas/pyarrow
             _np = False
         else:
