@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from correlator.extract import dialects
+from correlator.extract import dialects, timestamps
 from correlator.extract.timestamps import NS, SEARCH_CHARS, Parsed, StampParser, resolve_tz
 
 UTC = UTC
@@ -374,3 +374,35 @@ def test_year_less_stamps_take_the_year_the_plain_parse_gives(texts, zone, refer
         if want is not None:
             fast.observe(got)
             plain.observe(want)
+
+
+#: what puts many anchors close together before a stamp (clocks that are no stamp, slashes before a
+#: year): the places the parse tries then form one long stretch, tried a span at a time
+CLUTTER = st.lists(st.sampled_from(["12:34:56", "9:59:59", "41:12:13", "1:0", ":", "/2026 ", "03/02/2026 ", "x", " ",
+                                    "I0302 ", "Mar 3 ", "0", "[", "/"]), max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(clutter=CLUTTER, stamp=WRITTEN, after=NOISE, zone=st.sampled_from(ZONES))
+def test_a_stamp_after_clocks_that_are_none_is_the_one_the_plain_parse_finds(clutter, stamp, after, zone):
+    text = clutter + stamp + after
+    reference = ns(2026, 3, 1, 0, 0, 0)
+    assert StampParser(zone, reference).parse(text) == PlainParser(zone, reference).parse(text), text
+
+
+@settings(max_examples=100, deadline=None)
+@given(before=st.lists(st.one_of(NOISE, st.text(max_size=20)), min_size=1, max_size=12).map("".join), stamp=WRITTEN,
+       after=NOISE)
+def test_the_stretch_finder_gives_the_first_stamp_from_each_place(before, stamp, after):
+    """``_find`` (a regex tries a span of places at a time) from every place before a stamp: the
+    first place on that the alternation matches at, as one match per place finds it."""
+    text = (before + stamp + after)[:SEARCH_CHARS]
+    starts = [p for p in range(len(text) + 1) if timestamps._ANY.match(text, p, SEARCH_CHARS) is not None]
+    for first in range(len(text) + 1):
+        want = next((p for p in starts if p >= first), None)
+        for last in (first, first + 20, len(text)):
+            got = timestamps._find(text, first, last)
+            if want is not None and want <= last:
+                assert got is not None and got.start() == want, (text, first, last, got)
+            if got is not None:
+                assert got.start() == want and got.span() == timestamps._ANY.match(text, want, SEARCH_CHARS).span()
