@@ -34,10 +34,11 @@ import gen_speed  # noqa: E402
 import speed  # noqa: E402
 
 #: (label, where the phase's function is called from: (module of correlator.extract, attribute path));
-#: a function imported by name is wrapped in each module that calls it. ``count_nl`` inside a
-#: candidate is the candidates' (the clock knows which it is in)
+#: a function imported by name is wrapped in each module that calls it (``count_nl`` is called
+#: within ``reader``: by ``count_lines`` and ``LineNumbers``). ``count_nl`` inside a candidate is the
+#: candidates' (the clock knows which it is in)
 PHASES = (("scan", (("extractor", "scan_region"),)), ("candidates", (("confirmer", "Confirmer.process"),)),
-          ("line counts", (("extractor", "count_nl"), ("confirmer", "count_nl"))),
+          ("line counts", (("reader", "count_nl"),)),
           ("windows", (("windows", "Windows.facts"),)), ("NUL/UTF-8", (("reader", "Hygiene.check"),)),
           ("finish", (("extractor", "Extractor.finish"),)))
 

@@ -37,6 +37,11 @@ class Options:
     chunk_bytes: int | None = None
 
 
+#: inputs named in the one-line error when none could be read (the rest counted): a folder of 4,096
+#: symbolic links that all leave it gave one line of 40 KB
+UNREAD_NAMED = 5
+
+
 def load_engine_rules(opts: Options) -> list[Rule]:
     from correlator.ruleset import load_rules
 
@@ -62,7 +67,9 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
     builtin = os.path.join(builtin_rules_dir(), "")
     diags = [*vocabulary_diagnostics(r for r in rule_list if not str(r.path).startswith(builtin)), *diags]
     if not srcs:
-        problems = "; ".join(f"{d.path}: {d.message}" for d in diags if d.level != "info") or "nothing to read"
+        said = [f"{d.path}: {d.message}" for d in diags if d.level != "info"]
+        more = f"; and {len(said) - UNREAD_NAMED} more" if len(said) > UNREAD_NAMED else ""
+        problems = "; ".join(said[:UNREAD_NAMED]) + more or "nothing to read"
         raise InputError(f"no log could be read ({problems})", hint="pass files, folders, globs or - for stdin")
     try:
         tz = resolve_tz(opts.tz)
@@ -81,8 +88,8 @@ def analyze(inputs: Sequence[str], opts: Options | None = None, *,
     if accounting.nothing_read(digests):  # not a healthy job: a job of which nothing was read
         unread = accounting.unread_sources(diags, digests)
         said = [f"{u.path}: {u.why}" for u in unread] or [f"{d.source.path}: empty" for d in digests]
-        more = f"; and {len(said) - 5} more" if len(said) > 5 else ""
-        raise InputError(f"no log could be read ({'; '.join(said[:5])}{more})",
+        more = f"; and {len(said) - UNREAD_NAMED} more" if len(said) > UNREAD_NAMED else ""
+        raise InputError(f"no log could be read ({'; '.join(said[:UNREAD_NAMED])}{more})",
                          hint="pass the job's text logs (compressed ones are read too), or - for stdin")
     report = correlate(digests, rule_list, diags, started=started, job_id=opts.job_id,
                        engine_name=opts.engine, scanner=engine.scanner.name if engine else "", zone=zone_name(tz))

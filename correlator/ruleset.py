@@ -17,7 +17,7 @@ from enum import StrEnum
 from itertools import accumulate, filterfalse, repeat
 from operator import sub
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import regex
 
@@ -566,6 +566,70 @@ def _bounded_atom(atom: str) -> str:
     return f"(?:(?!\n){atom})" if hits_nl else atom
 
 
+class Atom(NamedTuple):
+    """One piece of a pattern as the line rewriters read it (``pattern_atoms``)."""
+
+    #: "flags" (a leading ``(?i)``), "escape" (``\d``; ``\xHH`` whole), "class" (``[...]``),
+    #: "group" (``(``, ``(?:``), "named" (``(?P<name>``, ``(?<name>``), "other" (any other ``(?``
+    #: construct: a lookaround, an inline flag, an atomic group) or "char" (one character)
+    kind: str
+    text: str
+
+
+def pattern_atoms(pattern: str, class_escape_ok: Callable[[str], bool]) -> list[Atom] | None:
+    """``pattern`` read atom by atom, for the rewriters that keep a pattern's matches within a line
+    (``line_bounded`` here, ``lanes.exact_expression`` for Hyperscan); None where it cannot be read
+    so: an escape or a class left open, a named group without its ``>``, a class that nests a set
+    (``[[:alpha:]]``) or holds an escape ``class_escape_ok`` refuses (given the escaped character)."""
+    out: list[Atom] = []
+    i, n = 0, len(pattern)
+    if pattern.startswith("(?i)"):
+        out.append(Atom("flags", "(?i)"))
+        i = 4
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            width = 4 if pattern[i + 1] == "x" and regex.fullmatch(r"[0-9A-Fa-f]{2}", pattern[i + 2:i + 4]) else 2
+            out.append(Atom("escape", pattern[i:i + width]))
+            i += width
+        elif c == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                if pattern[j] == "[":
+                    return None  # (a nested set or a POSIX class: not read here)
+                if pattern[j] == "\\":
+                    if not class_escape_ok(pattern[j + 1:j + 2]):
+                        return None
+                    j += 1
+                j += 1
+            if j >= n:
+                return None
+            out.append(Atom("class", pattern[i:j + 1]))
+            i = j + 1
+        elif c == "(" and (pattern.startswith("(?P<", i)
+                           or (pattern.startswith("(?<", i) and pattern[i + 3:i + 4].isidentifier())):
+            # a named group, ``(?P<name>`` or the regex module's ``(?<name>`` (``(?<=``/``(?<!`` look behind)
+            close = pattern.find(">", i)
+            if close < 0:
+                return None
+            out.append(Atom("named", pattern[i:close + 1]))
+            i = close + 1
+        elif c == "(":
+            width = 3 if pattern.startswith("(?:", i) else 2 if pattern.startswith("(?", i) else 1
+            out.append(Atom("group" if width != 2 else "other", pattern[i:i + width]))
+            i += width
+        else:
+            out.append(Atom("char", c))
+            i += 1
+    return out
+
+
 def line_bounded(pattern: str) -> str | None:
     """``pattern`` rewritten so that a search of lines joined by ``\\n`` finds a match within a line
     exactly where ``pattern`` searched in that line alone finds one; None when its constructs are
@@ -577,78 +641,37 @@ def line_bounded(pattern: str) -> str | None:
     the same characters as before, so within a line nothing else changes. Lookarounds, inline flags
     other than a leading ``(?i)``, back-references and Unicode escapes are not rewritten: a
     lookaround could look across the line's end."""
+    atoms = pattern_atoms(pattern, lambda d: not (d.isalnum() and d not in "dwsDWStrfvnx"))
+    if atoms is None:
+        return None
     out: list[str] = []
-    i, n = 0, len(pattern)
-    if pattern.startswith("(?i)"):
-        out.append("(?i)")
-        i = 4
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                return None
-            d = pattern[i + 1]
-            if d in "sDWn":
-                out.append(_bounded_atom(pattern[i:i + 2]))
+    for kind, text in atoms:
+        if kind == "escape":
+            d = text[1]
+            if d in "sDWn" or d == "x":
+                if d == "x" and len(text) != 4:
+                    return None
+                out.append(_bounded_atom(text))
             elif d == "A":
                 out.append("(?<![^\n])")
             elif d == "Z":
                 out.append("(?![^\n])")
-            elif d == "x" and regex.fullmatch(r"[0-9A-Fa-f]{2}", pattern[i + 2:i + 4]):
-                out.append(_bounded_atom(pattern[i:i + 4]))
-                i += 4
-                continue
             elif d in _KEPT_ESCAPES:
-                out.append(pattern[i:i + 2])
+                out.append(text)
             else:
                 return None
-            i += 2
-        elif c == "[":
-            j = i + 1
-            if j < n and pattern[j] == "^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                if pattern[j] == "[":
-                    return None  # (a nested set or a POSIX class: not read here)
-                if pattern[j] == "\\":
-                    if j + 1 < n and pattern[j + 1].isalnum() and pattern[j + 1] not in "dwsDWStrfvnx":
-                        return None
-                    j += 1
-                j += 1
-            if j >= n:
-                return None
-            out.append(_bounded_atom(pattern[i:j + 1]))
-            i = j + 1
-        elif c == "(":
-            if pattern.startswith("(?:", i):
-                out.append("(?:")
-                i += 3
-            elif pattern.startswith("(?P<", i) or (pattern.startswith("(?<", i) and pattern[i + 3:i + 4].isidentifier()):
-                # a named group, ``(?P<name>`` or the regex module's ``(?<name>`` (``(?<=``/``(?<!`` look behind)
-                close = pattern.find(">", i)
-                if close < 0:
-                    return None
-                out.append(pattern[i:close + 1])
-                i = close + 1
-            elif pattern.startswith("(?", i):
-                return None
-            else:
-                out.append(c)
-                i += 1
-        elif c == "^":
+        elif kind == "class":
+            out.append(_bounded_atom(text))
+        elif kind == "other":
+            return None
+        elif text == "^":
             out.append("(?<![^\n])")
-            i += 1
-        elif c == "$":
+        elif text == "$":
             out.append("(?![^\n])")
-            i += 1
-        elif c == "\n":
-            out.append(_bounded_atom(c))
-            i += 1
+        elif text == "\n":
+            out.append(_bounded_atom(text))
         else:
-            out.append(c)
-            i += 1
+            out.append(text)
     bounded = "".join(out)
     try:
         regex.compile(bounded)

@@ -33,8 +33,14 @@ def digest_of(engine: Engine, text: str | bytes, name: str = "test.log", chunk: 
     return extract(SourceInfo(path=name, kind="memory", size=len(data), **src), engine, opts, stream=io.BytesIO(data))
 
 
-def scanned_pieces(engine: Engine, data: bytes, cuts: list[int]):
-    """What the pool's workers return for ``data`` cut at the line starts after ``cuts``."""
+def scanned_pieces(engine: Engine, data: bytes, cuts: list[int], src: SourceInfo | None = None,
+                   opts: ExtractOptions | None = None, margin: int | None = None):
+    """What the pool's workers return for ``data`` cut at the line starts after ``cuts``: with ``src``
+    and ``opts``, what their candidate lines say too (each piece read with ``margin`` bytes on either
+    side, ``engines.MARGIN_BYTES`` by default)."""
+    from correlator.extract.replay import Reader
+    from correlator.extract.statements import ONE_WRITER_PROBE
+
     bounds, pos = [], 0
     for c in sorted(set(cuts)):
         nl = data.find(b"\n", max(c, pos))
@@ -43,4 +49,10 @@ def scanned_pieces(engine: Engine, data: bytes, cuts: list[int]):
         bounds.append((pos, nl + 1))
         pos = nl + 1
     bounds.append((pos, len(data)))
-    return (_engines._scan_bytes(engine, data[a:b], a, b) for a, b in bounds if b > a)
+    if src is None or opts is None:
+        return (_engines._scan_bytes(engine, data[a:b], 0, b - a, a, b) for a, b in bounds if b > a)
+    reader = Reader(engine, opts, src, data[:ONE_WRITER_PROBE])
+    m = _engines.MARGIN_BYTES if margin is None else margin
+    return (_engines._scan_bytes(engine, data[max(0, a - m):b + m], a - max(0, a - m), b - a, a, b, reader,
+                                 b + m >= len(data))
+            for a, b in bounds if b > a)

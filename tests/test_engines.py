@@ -13,9 +13,11 @@ import io
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -153,6 +155,133 @@ def test_replayed_line_marks_count_as_count_nl(engine, rnd, cuts, grid):
                 assert a == b, (a, b)
     finally:
         engines.LINE_MARK_BYTES = before
+
+
+#: messages of a combined stream's writers for the workers' reading of candidate lines: stamped and
+#: unstamped failures (an event rule with its context, a primary one), a rule one writer says past
+#: its first KEEP_FIRST, year-less (glog) stamps of a line and of the lines an inherited time is
+#: read from, NCCL init facts and origins (a writer's host), a failure table and a rendezvous (facts
+#: that read the lines around them), a progress frame with a rank's line cut into it (an embedded
+#: prefix), a token cut by a frame, ANSI codes, non-ASCII text, an srun task's own stamped lines
+_SAID_LINES = (
+    "{py} - train - INFO - step={n} loss=2.31",
+    "[{py}] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank {r} Skipping step. Attempted "
+    "loss scale: 65536, reducing to 32768",
+    "Traceback (most recent call last):",
+    '  File "/opt/lightning/fabric/utilities/cloud_io.py", line 82, in _atomic_save',
+    "    torch.save(checkpoint, bytesbuffer)",
+    "OSError: [Errno 5] Input/output error",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU {lr} has a total capacity of "
+    "79.15 GiB of which 1.02 GiB is free.",
+    "[{glog} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=301, "
+    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.",
+    "{glog} 12 train.cc:1] Iteration {n} done",
+    "gpu-a0{node}:4000{lr}:4000{lr} [{lr}] NCCL INFO comm 0x55d0{h} rank {r} nranks 16 cudaDev {lr} busId {lr}8000 "
+    "commId 0x9f3c{h} - Init COMPLETE",
+    "gpu-a0{node}:4000{lr}:4007{lr} [{lr}] NCCL INFO [Service thread] Connection closed by localRank {lr}",
+    "Failures:",
+    "[1]:",
+    "  time      : 2026-03-02_14:10:00",
+    "  host      : gpu-a0{node}",
+    "  rank      : {r} (local_rank: {lr})",
+    "  exitcode  : 1 (pid: 424{lr})",
+    "  traceback : OSError: [Errno 5] Input/output error",
+    "I0302 14:00:00.964000 3187702 api.py:525]   global_ranks=[0, 1, 2, 3]",
+    "Epoch 0:  5%|##  | 10/200 [rank{r}]:OSError: [Errno 5] Input/output error",
+    "progress 10%\rhf_abcdefghijklmnop OSError: [Errno 5] Input/output error",
+    "\x1b[31mERROR\x1b[0m ValueError: corrupt sample {n}",
+    "d\u00e9j\u00e0 vu \u2713 RuntimeError: CUDA error: an illegal memory access was encountered",
+    "{py} srun: error: gpu-a0{node}: task {r}: Exited with exit code 1",
+    "filler line {n} with nothing in it",
+)
+
+
+def _said_text(rnd: random.Random, n_lines: int) -> bytes:
+    """A combined stream of 16 writers under several launcher prefixes (and none), interleaved in
+    runs, of ``_SAID_LINES`` in runs of one kind (a writer's rule past its first KEEP_FIRST; a run longer
+    than the LOOK_LINES an inherited time is looked for in, whose unstamped lines take the writer's last stamp)."""
+    styles = ["{node}: [default{lr}]:[rank{r}]:", "{node}: [default{lr}]:", "[rank{r}]:", "{node}: ", "",
+              "[1,{r}]<stderr>:"]
+    style = rnd.sample(styles, rnd.randint(1, 3))
+    kinds = rnd.sample(_SAID_LINES, rnd.randint(3, len(_SAID_LINES)))
+    lines: list[str] = []
+    t = T0
+    while len(lines) < n_lines:
+        r = rnd.randrange(16)
+        node, lr = divmod(r, 4)
+        kind = rnd.choice(kinds)
+        for _ in range(rnd.choice([1, 1, 2, 3, 12, 60, 420])):
+            t += timedelta(milliseconds=rnd.randrange(900))
+            msg = kind.format(py=py(t), glog=glog(t), n=len(lines), r=r, lr=lr, node=node,
+                              h="".join(rnd.choice("0123456789abcdef") for _ in range(4)))
+            lines.append(rnd.choice(style).format(node=node, lr=lr, r=r) + msg)
+    return ("\n".join(lines) + rnd.choice(["\n", ""])).encode()
+
+
+def _split_and_serial(engine, data: bytes, cuts: list[int], chunk: int | None, margin: int | None):
+    opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+    src = SourceInfo(path="job.out", kind="memory", size=len(data))
+    serial = extract(src, engine, opts, stream=io.BytesIO(data))
+    replay = engines.ReplayScanner(scanned_pieces(engine, data, cuts, src, opts, margin))
+    replay.name = engine.scanner.name
+    return extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay), serial
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=60000), max_size=10),
+       st.sampled_from([None, 300, 4096]), st.sampled_from([None, 0, 700, 5000]), st.integers(50, 1500))
+def test_split_file_read_by_the_workers_merges_exactly_as_the_serial_scan(engine, rnd, cuts, chunk, margin, n):
+    """What the workers read of the candidate lines (``replay.Said``), taken in line order, gives the
+    serial digest: whatever the cuts, the buffer size (a buffer that does not hold what a line was
+    read from sends it the plain way) and the bytes a worker reads around its piece."""
+    split, serial = _split_and_serial(engine, _said_text(rnd, n), cuts, chunk, margin)
+    assert split == serial
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=60000), max_size=6),
+       st.sampled_from([300, 2000]), st.integers(200, 1200))
+def test_a_line_read_past_the_serial_buffer_takes_the_plain_path(engine, rnd, cuts, chunk, n):
+    """The same with the serial extract's look-back and look-ahead made small (4 KiB kept before a
+    region, 8 lines or 1 KiB held after it): a worker's reading often looked further than the buffer
+    the line is taken in holds, and such a line must take the plain path (dropping that check in
+    ``replay_line`` fails this)."""
+    from correlator.extract import reader
+
+    names = ("KEEP_BYTES", "HOLD_LINES", "HOLD_BYTES", "HOLD_MAX")
+    was = [getattr(reader, k) for k in names]
+    for k, v in zip(names, (4096, 8, 1024, 8192), strict=True):
+        setattr(reader, k, v)
+    try:
+        split, serial = _split_and_serial(engine, _said_text(rnd, n), cuts, chunk, None)
+    finally:
+        for k, v in zip(names, was, strict=True):
+            setattr(reader, k, v)
+    assert split == serial
+
+
+def test_the_workers_reading_is_taken_for_most_lines(engine, monkeypatch):
+    """With the default buffers and margins, the serial extract takes a good part of the candidate
+    lines as the workers read them (else the property test above would prove little: about half of
+    these, whose writers' kinds are drawn to send many lines the plain way), and the lines it may not
+    take -- a fact that reads the lines around it, a stamp without a year around an unstamped line --
+    take the plain path."""
+    import correlator.extract.extractor as extractor
+    import correlator.extract.replay as replay
+
+    taken: list[bool] = []
+
+    def counting(c, told, block, start):
+        got = replay.replay_line(c, told, block, start)
+        taken.append(got)
+        return got
+
+    monkeypatch.setattr(extractor, "replay_line", counting)
+    data = _said_text(random.Random(7), 3000)
+    split, serial = _split_and_serial(engine, data, [9000, 20000, 31000, 52000], None, None)
+    assert split == serial
+    assert len(taken) > 500 and sum(taken) > 0.4 * len(taken)
+    assert not all(taken)
 
 
 def test_piece_bounds_are_line_starts(tmp_path):
@@ -984,6 +1113,30 @@ def test_stamps_and_prefixes_looked_for_in_lines_joined_are_found_line_by_line(t
     for raw in raws:
         if not may_hold_stamp_bytes(raw):
             assert stamps.of(with_stamp(*parse_line(raw)), observe=False) is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["a", "\\", "[", "]", "^", "(", ")", "?", ":", "P", "<", ">", "=", "!", "x", "4", "1",
+                                 "0", "d", "s", "n", "+", "*", "{", "}", "|", "\n", "[[:alpha:]]", "(?i)"]), max_size=14))
+def test_pattern_atoms_spell_the_pattern(pieces):
+    """The line rewriters' reader (``ruleset.pattern_atoms``, shared by ``line_bounded`` and
+    ``lanes.exact_expression``): where it reads a pattern, its atoms spell the pattern again, each
+    is of one kind, and a class is one whole ``[...]`` that nests no set."""
+    from correlator.ruleset import pattern_atoms
+
+    pattern = "".join(pieces)
+    atoms = pattern_atoms(pattern, lambda d: d != "q")
+    if atoms is None:
+        return
+    assert "".join(a.text for a in atoms) == pattern
+    for a in atoms:
+        assert a.kind in ("flags", "escape", "class", "group", "named", "other", "char"), a
+        if a.kind == "char":
+            assert len(a.text) == 1 and a.text not in "\\["
+        if a.kind == "class":
+            assert a.text.startswith("[") and a.text.endswith("]") and "[" not in re.sub(r"\\.", "", a.text[1:])
+        if a.kind == "escape":
+            assert a.text[0] == "\\" and len(a.text) in (2, 4)
 
 
 def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(rules):

@@ -101,6 +101,29 @@ def test_nothing_read_is_exit_3_naming_the_input(tmp_path, case):
         assert r.stdout == b""  # no report: not a "no failure" of a job nothing of was read
 
 
+@pytest.mark.parametrize("why", ["links-leaving-the-folder", "binary-files"])
+def test_nothing_read_names_a_few_inputs_and_counts_the_rest(tmp_path, why):
+    """A folder of 12 inputs none of which can be read (each link leaves the folder; each file is
+    binary): the one error line names the first five and counts the others, whichever stage found
+    them unreadable (discovery or extraction), instead of naming all (4,096 links: 40 KB)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for i in range(12):
+        if why == "binary-files":
+            (job / f"rank-{i:02d}.log").write_bytes(bytes(range(256)) * 64)
+        else:
+            target = outside / f"rank-{i:02d}.log"
+            target.write_text("2026-03-02 14:00:00,000 - root - INFO - step 1\n")
+            (job / f"rank-{i:02d}.log").symlink_to(target)
+    r = cli(str(job), "-f", "json")
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 3 and len(err) == 1, err
+    named = [i for i in range(12) if f"rank-{i:02d}.log" in err[0]]
+    assert len(named) == 5 and err[0].count("; and 7 more") == 1, err[0]
+
+
 def _partial_job(tmp_path: Path) -> tuple[Path, list[str]]:
     """The sample OOM job (a file per rank) with two healthy ranks' files unreadable: one is binary,
     one is named but gone."""

@@ -470,6 +470,9 @@ class Confirmer:
         #: lane counted: built when the region ends (``build_kept``)
         self.unbuilt: list[Pending] = []
         self.counted_rings: set[tuple[str, tuple]] = set()
+        #: takes a candidate line instead of ``_line`` when it can (True): a split file's line read by a
+        #: worker, of which only what needs the order is done here (``replay.replay_line``)
+        self.replay: Callable[[_Block, int], bool] | None = None
 
     # --- what is kept ---------------------------------------------------------------------------
 
@@ -1164,6 +1167,8 @@ class Confirmer:
         """Confirm, time and record the candidate line at ``start``, line by line (the definition
         every lane is compared with)."""
         block.snapshot = None  # (a writer's last stamp may change)
+        if self.replay is not None and self.replay(block, start):
+            return
         engine = self.engine
         rs = engine.ruleset
         budget = engine.budget

@@ -38,6 +38,8 @@ from typing import NamedTuple
 
 from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.extract.reader import count_nl
+from correlator.extract.replay import Reader, Said, Told, read_lines
+from correlator.extract.statements import ONE_WRITER_PROBE
 from correlator.memory import gc_paused
 from correlator.model import DiagCode, Diagnostic, Digest, SourceInfo
 
@@ -252,58 +254,112 @@ class Piece(NamedTuple):
     lines_at: dict[int, int] | None = None
     #: no NUL byte and valid UTF-8 (then so is every line-aligned range of it)
     clean: bool = False
+    #: what its candidate lines say (``replay.Said``, by source offset): the lines it could read
+    said: dict[int, Said] | None = None
 
 
-def _scan_piece(path: str, start: int, end: int) -> Piece:
-    """Candidate lines of ``path[start:end]`` (``start`` is a line start) as absolute offsets."""
-    assert _ENGINE is not None
-    return _scan_bytes(_ENGINE, _read_at(path, start, end - start), start, end)
+#: the bytes a worker reads before and after its piece, for the lines around its candidate lines
+#: (what an event's context, a failure's context and an inherited time read: a writer's lines within
+#: ``lines.WRITER_WINDOW``, or a few hundred lines without a prefix); a line whose reading looks
+#: further is read by the serial extract
+MARGIN_BYTES = 1 << 20
+
+#: the reader of candidate lines of the split file a worker scans (``replay.Reader``), kept for its next
+#: pieces: (what it was made for, the reader)
+_READER: tuple[tuple, Reader] | None = None
 
 
-def _scan_bytes(engine: Engine, data: bytes, start: int, end: int) -> Piece:
+def _reader_for(engine: Engine, opts: ExtractOptions, src: SourceInfo) -> Reader:
+    """The worker's reader of ``src``'s candidate lines (made once per file and run: it reads the
+    file's first bytes, which its census of the writers needs)."""
+    global _READER
+    key = (id(engine), opts, src)
+    if _READER is None or _READER[0] != key:
+        _READER = (key, Reader(engine, opts, src, _read_at(src.path, 0, ONE_WRITER_PROBE)))
+    return _READER[1]
+
+
+def _scan_piece(src: SourceInfo, start: int, end: int) -> Piece:
+    """Candidate lines of ``src[start:end]`` (``start`` is a line start) as absolute offsets, with what
+    they say: the piece is read with MARGIN_BYTES on either side."""
+    assert _ENGINE is not None and _OPTS is not None
+    size = src.size or 0
+    lo, hi = max(0, start - MARGIN_BYTES), min(size, end + MARGIN_BYTES)
+    data = _read_at(src.path, lo, hi - lo)
+    if len(data) != hi - lo:  # (the file changed under us: the piece alone, nothing more taken from it)
+        data = _read_at(src.path, start, end - start)
+        return _scan_bytes(_ENGINE, data, 0, len(data), start, end)
+    return _scan_bytes(_ENGINE, data, start - lo, end - start, start, end, _reader_for(_ENGINE, _OPTS, src), hi >= size)
+
+
+def _scan_bytes(engine: Engine, data: bytes, begin: int, n: int, start: int, end: int, reader: Reader | None = None,
+                last: bool = False) -> Piece:
+    """The piece ``[start, end)`` of a source, which ``data[begin:begin + n]`` holds (``data`` holds the
+    source from ``start - begin``); ``reader``: its candidate lines are read too (``last``: ``data``
+    ends where the source does)."""
     scanner = engine.scanner
     before = getattr(scanner, "reports", 0)
-    lines = scanner.scan(data, len(data))
-    cands = sorted((start + s, tuple(sorted(ids))) for s, ids in lines.items())
+    base = start - begin
+    in_range = getattr(scanner, "scan_range", None)
+    if in_range is not None:
+        lines = in_range(data, begin, begin + n)
+    else:
+        lines = {s + begin: ids for s, ids in scanner.scan(data[begin:begin + n], n).items()}
+    cands = sorted((base + s, tuple(sorted(ids))) for s, ids in lines.items())
     reports = getattr(scanner, "reports", 0) - before
-    if len(data) != end - start:  # (the file changed under us: nothing more is taken from this piece)
+    if n != end - start:  # (the file changed under us: nothing more is taken from this piece)
         return Piece(start, end, cands, reports)
-    clean = data.find(b"\x00") < 0 and _valid_utf8(data)
-    return Piece(start, end, cands, reports, _line_marks(data, start, [c for c, _ in cands]), clean)
+    clean = data.find(b"\x00", begin, begin + n) < 0 and _valid_utf8(data, begin, begin + n)
+    said = None
+    if reader is not None:
+        if last and not data.endswith(b"\n"):
+            data += b"\n"  # (the serial extract reads the last line with a newline)
+        said = read_lines(reader, data, begin, base, last, cands)
+    return Piece(start, end, cands, reports, _line_marks(data, begin, n, start, [c for c, _ in cands]), clean, said)
 
 
-def _valid_utf8(data: bytes) -> bool:
+def _valid_utf8(data: bytes, begin: int, end: int) -> bool:
     if data.isascii():
         return True
     try:
-        data.decode("utf-8")
+        str(memoryview(data)[begin:end], "utf-8")
     except UnicodeDecodeError:
         return False
     return True
 
 
-def _line_marks(data: bytes, start: int, at: list[int]) -> dict[int, int] | None:
-    """Newlines in ``data`` (the source's bytes from ``start``) before each of the source offsets
-    ``at``, ``start``, its end and every multiple of LINE_MARK_BYTES in between (``Piece.lines_at``)."""
+def _line_marks(data: bytes, begin: int, n: int, start: int, at: list[int]) -> dict[int, int] | None:
+    """Newlines in ``data[begin:begin + n]`` (the source's bytes from ``start``) before each of the
+    source offsets ``at``, ``start``, its end and every multiple of LINE_MARK_BYTES in between
+    (``Piece.lines_at``)."""
     from correlator.extract import reader
 
     reader.warm_up()
     np = reader._np
     if not np:
         return None
-    step = reader.BLOCK_BYTES  # (a block at a time: the comparison's array stays in the cache)
-    found = [np.flatnonzero(np.frombuffer(data, np.uint8, min(step, len(data) - a), a) == 10) + a
-             for a in range(0, len(data), step)]
-    newlines = np.concatenate(found) if found else np.zeros(0, np.int64)
     grid = LINE_MARK_BYTES
-    end = start + len(data)
-    points = [start, *range(start - start % grid + grid, end, grid), *at, end]
-    counts = np.searchsorted(newlines, np.asarray(points, np.int64) - start)
-    return dict(zip(points, counts.tolist()))
+    end = start + n
+    points = sorted({start, *range(start - start % grid + grid, end, grid), *at, end})
+    # the newlines of each span between two points counted on their own (numpy over a long span: its
+    # comparison's array stays in the cache; not every newline's place, which cost twice as much)
+    raw = np.frombuffer(data, np.uint8)
+    count_nonzero, count = np.count_nonzero, data.count
+    out: dict[int, int] = {}
+    total = 0
+    prev = begin
+    for p in points:
+        at_ = p - start + begin
+        total += count(b"\n", prev, at_) if at_ - prev < 4096 else int(count_nonzero(raw[prev:at_] == 10))
+        out[p] = total
+        prev = at_
+    return out
 
 
-def piece_bounds(path: str, size: int, piece: int = PIECE_BYTES) -> list[tuple[int, int]]:
-    """Cut ``path`` into pieces of about ``piece`` bytes, each starting at a line start."""
+def piece_bounds(path: str, size: int, piece: int | None = None) -> list[tuple[int, int]]:
+    """Cut ``path`` into pieces of about ``piece`` bytes (PIECE_BYTES), each starting at a line start."""
+    if piece is None:
+        piece = PIECE_BYTES
     cuts = [0]
     pos = piece
     with open(path, "rb") as f:
@@ -348,6 +404,8 @@ class ReplayScanner:
         #: (None: not known) and whether they are clean text
         self._marks: deque[tuple[int, int, dict[int, int] | None, bool]] = deque()
         self._counted: int | None = 0  # newlines in [0, _covered) while every piece was counted
+        #: what the pieces' workers read of their candidate lines (``replay.replay_line`` takes it)
+        self.told = Told()
 
     def scan(self, buf: bytes | memoryview, end: int) -> dict[int, set[int]]:
         lo, hi = self._cursor, self._cursor + end
@@ -365,6 +423,8 @@ class ReplayScanner:
                 raise RuntimeError(f"replayed pieces out of order: {start} != {self._covered}")
             self._pending.extend(cands)
             self._covered = stop
+            if piece.said:
+                self.told.add(start, stop, piece.said)
             before, lines_at = self._counted, piece.lines_at
             if before is None or lines_at is None:
                 self._counted = None
@@ -436,20 +496,20 @@ class ReplayScanner:
         return {s + begin: ids for s, ids in self.scan(b"", end - begin).items()}
 
 
-def _pieces_in_order(pool: ProcessPoolExecutor, path: str, bounds: list[tuple[int, int]], ahead: int,
+def _pieces_in_order(pool: ProcessPoolExecutor, src: SourceInfo, bounds: list[tuple[int, int]], ahead: int,
                      on_piece: Callable[[int], None] | None = None) -> Iterator[Piece]:
-    """The scanned pieces of ``path`` in order, ``ahead`` in flight; ``on_piece(bytes)`` as each is taken."""
+    """The scanned pieces of ``src`` in order, ``ahead`` in flight; ``on_piece(bytes)`` as each is taken."""
     queue: deque[Future] = deque()
     it = iter(bounds)
     for a, b in it:
-        queue.append(pool.submit(_scan_piece, path, a, b))
+        queue.append(pool.submit(_scan_piece, src, a, b))
         if len(queue) >= ahead:
             break
     while queue:
         res = queue.popleft().result()
         nxt = next(it, None)
         if nxt is not None:
-            queue.append(pool.submit(_scan_piece, path, *nxt))
+            queue.append(pool.submit(_scan_piece, src, *nxt))
         if on_piece is not None:
             on_piece(res.end - res.start)
         yield res
@@ -668,7 +728,7 @@ def run_local(sources: Sequence[SourceInfo], spec: EngineSpec, engine: Engine | 
             s = sources[i]
             try:
                 bounds = piece_bounds(s.path, s.size or 0)
-                pieces = _pieces_in_order(pool, s.path, bounds, max(2, n * PIECES_AHEAD_PER_WORKER), piece_read)
+                pieces = _pieces_in_order(pool, s, bounds, max(2, n * PIECES_AHEAD_PER_WORKER), piece_read)
                 out[i] = extract_split(s, eng, spec.opts, pieces)
                 tick()
             except Exception:  # noqa: BLE001 - whatever went wrong with the pieces, read it whole

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
+from functools import partial
 from typing import BinaryIO
 
 from correlator.extract.confirmer import KEEP_FIRST, KEEP_LAST, MAX_TIMEOUTS, Confirmer
@@ -32,6 +33,7 @@ from correlator.extract.reader import (
     scan_region,
     warm_up,
 )
+from correlator.extract.replay import replay_line
 from correlator.extract.scan import Pattern, Scanner, make_scanner
 from correlator.extract.statements import FACTS, ONE_WRITER_PROBE, Statements
 from correlator.extract.timestamps import NS, zone_name
@@ -140,6 +142,9 @@ class Extractor:
         self.hygiene = Hygiene()
         self.statements = Statements(self.ctx)
         self.confirmer = Confirmer(self.ctx, engine, self.statements, self.hygiene)
+        told = getattr(self.ctx.scanner, "told", None)
+        if told is not None:  # (a split file's pieces: their workers read its candidate lines)
+            self.confirmer.replay = partial(replay_line, self.confirmer, told)
         self.windows = Windows(self.ctx)
         self.reader = Reader(self.ctx, self.hygiene, self.diags, self._process)
         #: what ``park`` let go of: the lengths of the probe, head, tail and look-back, where they

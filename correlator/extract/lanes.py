@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import regex
 
+from correlator.ruleset import pattern_atoms
+
 if TYPE_CHECKING:
     from correlator.model import Rule
 
@@ -39,76 +41,39 @@ def exact_expression(pattern: str) -> str | None:
     flags but a leading ``(?i)`` and any non-ASCII character are not read."""
     if not pattern.isascii():
         return None
+    atoms = pattern_atoms(pattern, lambda d: d in _KEPT or (d != "" and d in "sDWn"))
+    if atoms is None:
+        return None
     out: list[str] = []
-    i, n = 0, len(pattern)
-    if pattern.startswith("(?i)"):
-        out.append("(?i)")
-        i = 4
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            d = pattern[i + 1:i + 2]
+    for k, (kind, text) in enumerate(atoms):
+        if kind == "escape":
+            d = text[1]
             if d in _REWRITTEN:
                 out.append(_REWRITTEN[d])
-            elif d == "x" and re.fullmatch(r"[0-7][0-9A-Fa-f]", pattern[i + 2:i + 4]) \
-                    and pattern[i + 2:i + 4].lower() != "0a":
-                out.append(pattern[i:i + 4])
-                i += 4
-                continue
-            elif d and d in _KEPT:
-                out.append(pattern[i:i + 2])
+            elif d == "x" and len(text) == 4 and re.fullmatch(r"[0-7][0-9A-Fa-f]", text[2:]) and text[2:].lower() != "0a":
+                out.append(text)
+            elif d in _KEPT:
+                out.append(text)
             else:
                 return None
-            i += 2
-        elif c == "[":
-            j = i + 1
-            if j < n and pattern[j] == "^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                if pattern[j] == "[":
-                    return None  # (a nested set or a POSIX class: not read here)
-                if pattern[j] == "\\":
-                    if pattern[j + 1:j + 2] not in _KEPT | set("sDWn"):
-                        return None
-                    j += 1
-                j += 1
-            if j >= n:
-                return None
-            cls = pattern[i:j + 1]
+        elif kind == "class":
             try:
-                takes_newline = regex.compile(cls).match("\n") is not None
+                takes_newline = regex.compile(text).match("\n") is not None
             except regex.error:
                 return None
             if takes_newline:
-                if not cls.startswith("[^"):
+                if not text.startswith("[^"):
                     return None  # (a class of listed characters that holds the newline: rare, not rewritten)
-                cls = "[^\\n" + cls[2:]
-            out.append(cls)
-            i = j + 1
-        elif c == "(":
-            if pattern.startswith("(?:", i):
-                out.append("(?:")
-                i += 3
-            elif pattern.startswith("(?P<", i) or (pattern.startswith("(?<", i) and pattern[i + 3:i + 4].isidentifier()):
-                close = pattern.find(">", i)
-                if close < 0:
-                    return None
-                out.append("(?:")
-                i = close + 1
-            elif pattern.startswith("(?", i):
-                return None
-            else:
-                out.append("(?:")
-                i += 1
-        elif c in "*+?}" and pattern[i + 1:i + 2] == "+":
-            return None  # a possessive repeat
-        elif c == "\n":
+                text = "[^\\n" + text[2:]
+            out.append(text)
+        elif kind in ("group", "named"):
+            out.append("(?:")
+        elif kind == "other" or text == "\n":
             return None
+        elif text in "*+?}" and atoms[k + 1:k + 2] == [("char", "+")]:
+            return None  # a possessive repeat
         else:
-            out.append(c)
-            i += 1
+            out.append(text)
     return "".join(out)
 
 
