@@ -277,6 +277,9 @@ def test_the_workers_reading_is_taken_for_most_lines(engine, monkeypatch):
         return got
 
     monkeypatch.setattr(extractor, "replay_line", counting)
+    # (a confirmation slower than a linear pattern may be makes no Said: on a loaded machine wall
+    # time decided that for enough of these lines to take 546 of 1,374, under the 40% bar)
+    monkeypatch.setattr(replay, "allowance", lambda text: 3600.0)
     data = _said_text(random.Random(7), 3000)
     split, serial = _split_and_serial(engine, data, [9000, 20000, 31000, 52000], None, None)
     assert split == serial

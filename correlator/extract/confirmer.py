@@ -311,6 +311,37 @@ def _lines_back(data: bytes, start: int, n: int) -> int:
         reach *= 4
 
 
+class EventContext:
+    """An event rule's context at one line (what ``RuleSet.confirm`` reads beside it), built at most
+    once for the furthest look asked: the lines before as far as a rule looks (a rule that looks
+    further builds them again: the nearest n of the writer's lines are the last n of the nearest
+    200), then up to 60 after. ``replay.read_lines`` records what it built (``built``)."""
+
+    __slots__ = ("buf", "start", "pbytes", "before", "n", "after", "built")
+
+    def __init__(self, buf: Buffer, start: int, pbytes: bytes, record: bool = False) -> None:
+        self.buf, self.start, self.pbytes = buf, start, pbytes
+        self.before: list[str] = []
+        self.n = -1  # how many lines ``before`` was asked for
+        self.after: list[str] | None = None
+        #: each context given, in order, when asked to record them
+        self.built: list[list[str]] | None = [] if record else None
+
+    def __call__(self, rule: Rule) -> list[str]:
+        k = rule.match.context_lines
+        n = k if 0 <= k <= CONTEXT_MAX_BEFORE else CONTEXT_MAX_BEFORE
+        if n > self.n:
+            self.before, self.n = self.buf.context(self.start, self.pbytes, n, 0)[0], n
+        ctx = self.before[-k:] if k else []
+        if rule.match.context_after:
+            if self.after is None:
+                self.after = self.buf.context(self.start, self.pbytes, 0, 60)[1]
+            ctx = [*ctx, *self.after[: rule.match.context_after]]
+        if self.built is not None:
+            self.built.append(ctx)
+        return ctx
+
+
 def _match_context(buf: Buffer, start: int, pbytes: bytes) -> tuple[str, ...]:
     """The lines around a failure that may become the root (the traceback above it)."""
     before, after = buf.context(start, pbytes, CONTEXT_BEFORE, CONTEXT_AFTER)
@@ -1198,22 +1229,7 @@ class Confirmer:
         frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
         found: list[tuple[Rule, dict[str, str], str]] = []
         cut_runs: dict[str, str] = {}  # rule id -> its event's text when a frame boundary cut a run
-        made: dict[str, list[str]] = {}  # the line's event context (up to 200 lines before, 60 after)
-        made_n = [-1]  # how many lines before ``made["before"]`` was asked for
-
-        def around(rule: Rule) -> list[str]:
-            # the lines before as far as this rule looks (a rule that looks further builds them
-            # again): the nearest n of the writer's lines are the last n of the nearest 200
-            k = rule.match.context_lines
-            n = k if 0 <= k <= CONTEXT_MAX_BEFORE else CONTEXT_MAX_BEFORE
-            if n > made_n[0]:
-                made["before"], made_n[0] = buf.context(start, pbytes, n, 0)[0], n
-            ctx = made["before"][-k:] if k else []
-            if rule.match.context_after:
-                if "after" not in made:
-                    made["after"] = buf.context(start, pbytes, 0, 60)[1]
-                ctx = [*ctx, *made["after"][: rule.match.context_after]]
-            return ctx
+        around = EventContext(buf, start, pbytes)
 
         for ri in rule_idx:
             rule = rs.rules[ri]

@@ -47,11 +47,11 @@ from correlator.extract.confirmer import (
     _MPI_EMBEDDED,
     _ONE_WRITER_KEY,
     _TOKEN_CHARS,
-    CONTEXT_MAX_BEFORE,
     CONTEXT_REQUIRES_BYTES,
     INHERIT_NEXT_NS,
     KEEP_FIRST,
     Confirmer,
+    EventContext,
     Pending,
     _Block,
     _captures,
@@ -76,7 +76,7 @@ from correlator.extract.prefixes import Prefix, clean, split_prefix
 from correlator.extract.reader import Hygiene
 from correlator.extract.statements import FACTS, Statements, table_owner
 from correlator.extract.timestamps import Parsed
-from correlator.model import Match, Role, Rule, Scope, SourceInfo, TimeKind, Who
+from correlator.model import Match, Role, Scope, SourceInfo, TimeKind, Who
 from correlator.ruleset import PatternTimeout, allowance
 
 if TYPE_CHECKING:
@@ -362,23 +362,9 @@ class Reader:
         src = self.src
         frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]
         out: dict[int, Found] = {}
-        made: dict[str, list[str]] = {}
-        made_n = [-1]
-        built: list[list[str]] = []
-
-        def around(rule: Rule) -> list[str]:  # (Confirmer._line's: the same lines)
-            k = rule.match.context_lines
-            n = k if 0 <= k <= CONTEXT_MAX_BEFORE else CONTEXT_MAX_BEFORE
-            if n > made_n[0]:
-                made["before"], made_n[0] = buf.context(start, pbytes, n, 0)[0], n
-            ctx = made["before"][-k:] if k else []
-            if rule.match.context_after:
-                if "after" not in made:
-                    made["after"] = buf.context(start, pbytes, 0, 60)[1]
-                ctx = [*ctx, *made["after"][: rule.match.context_after]]
-            built.append(ctx)
-            return ctx
-
+        around = EventContext(buf, start, pbytes, record=True)  # (Confirmer._line's: the same lines)
+        built = around.built
+        assert built is not None
         for ri in rule_idx:
             rule = rs.rules[ri]
             ctx: list[str] | Callable[[], list[str]] = []
