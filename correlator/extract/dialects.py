@@ -183,6 +183,8 @@ _MONTHS = {m: i for i, m in enumerate(
 #: colon and its seconds' first digit (an NCCL line's ``host:pid:tid`` origin, ``gpu-a000:40000:40071``,
 #: holds a digit, a colon and a digit below 6 but not this: its lines are not searched for a stamp)
 _CLOCK_NEEDS = r"\d:[0-5]\d:[0-6]"
+#: the same clock, found at its first colon (one character: every colon of a text is looked at)
+_CLOCK_ANCHOR = r":(?=[0-5]\d:[0-6])(?<=\d:)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +206,12 @@ class StampDialect:
     #: what every text the pattern matches holds, within the match (a ``str`` regex):
     #: ``StampParser.parse`` looks for it before trying the whole alternation
     needs: str = _CLOCK_NEEDS
+    #: where ``StampParser.parse`` looks for a stamp that does not start its text: a regex of one
+    #: character (and lookarounds) every stamp holds within it, ``reach`` characters after its start at
+    #: most (the clock's first colon, or another landmark of a dialect whose text before its clock has
+    #: no bound); ``^`` for a dialect whose pattern starts with it
+    anchor: str = _CLOCK_ANCHOR
+    reach: int = 0
 
 
 def _iso(g: Callable[[str], str | None], _p: object) -> tuple:
@@ -253,31 +261,37 @@ STAMPS: tuple[StampDialect, ...] = (
         r"(?:[.,](?P<f>\d{1,9}))?(?P<z>Z|[+-][01]\d:?[0-5]\d(?![\d:]))?",
         _iso, _CLOCK_HINT, False,
         ("2026-11-30T10:00:00.123456+01:00 rank 3 step 5", "[2026-11-30 10:00:00,123] INFO - step 5",
-         "2026/03/02 14:00:00 I1130 something")),
+         "2026/03/02 14:00:00 I1130 something"), reach=13),
     StampDialect(
         # c10's own logger does not pad the month: "W407 10:13:23.08" is April 7, "E1120 ..." November 20
         "glog", "glog", "g",
         r"(?<![\w])[IWEF](?P<md>1[0-2][0-3]\d|0[1-9][0-3]\d|[1-9][0-3]\d) (?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)\.(?P<f>\d{3,9})(?!\d)",
         _glog, _CLOCK_HINT, False,
-        ("[E1130 10:00:00.123456789 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught", "W407 10:13:23.084 x")),
+        ("[E1130 10:00:00.123456789 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught", "W407 10:13:23.084 x"),
+        reach=8),
     StampDialect(
         "syslog", "syslog", "s",
         r"(?<![\w])(?P<b>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(?P<d>[0-3]?\d) "
         r"(?P<H>[0-2]\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)(?:\.(?P<f>\d{1,9}))?(?: (?P<Y>(?:19|20)\d\d))?",
         _syslog, _CLOCK_HINT, False,
-        ("Nov 30 10:00:00 gpu-a01 kernel: NVRM: Xid (PCI:0000:3b:00): 79", "Dec  1 09:00:00.5 2026 x")),
+        ("Nov 30 10:00:00 gpu-a01 kernel: NVRM: Xid (PCI:0000:3b:00): 79", "Dec  1 09:00:00.5 2026 x"),
+        reach=10),
     StampDialect(
         "epoch", "epoch", "e",
         r"^\[?(?P<e>1[5-9]\d{8}|2[0-4]\d{8})(?:\.(?P<f>\d{1,9}))?\]?(?=[\s:\]])",
         _epoch, rb"^\[?(?:1[5-9]|2[0-4])", True,
-        ("1764496800.123 step 5", "[1764496800] rank 0"), epoch=True, needs=r"^\[?(?:1[5-9]|2[0-4])\d{8}"),
+        ("1764496800.123 step 5", "[1764496800] rank 0"), epoch=True, needs=r"^\[?(?:1[5-9]|2[0-4])\d{8}",
+        anchor="^"),
     StampDialect(
         # month first, as the Hugging Face example scripts log ("03/02/2026 14:00:00 - INFO - __main__")
         "us-date", "us", "u",
         r"(?<![\d/.])(?P<m>[0-3]?\d)/(?P<d>[0-3]?\d)/(?P<Y>(?:19|20)\d\d)[ T]+(?P<H>[0-2]?\d):(?P<M>[0-5]\d):(?P<S>[0-6]\d)"
         r"(?:[.,](?P<f>\d{1,9}))?",
         _us, _CLOCK_HINT, False,
-        ("03/02/2026 14:00:00 - INFO - __main__ - step 5", "25/03/2026 14:00:00 x")),
+        ("03/02/2026 14:00:00 - INFO - __main__ - step 5", "25/03/2026 14:00:00 x"),
+        # (any number of blanks before its clock: its year's slash is the landmark, with what follows
+        # it up to the clock's seconds, as a progress bar's "1056/2000 [" is not)
+        anchor=r"/(?=(?:19|20)\d\d[ T]+[0-2]?\d:[0-5]\d:[0-6])", reach=5),
     StampDialect(
         # Spark's default log4j layout, "%d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n" (a driver's or an
         # executor's log: TorchDistributor, Horovod on Spark); the level after it tells it from a
@@ -287,13 +301,32 @@ STAMPS: tuple[StampDialect, ...] = (
         r"(?= (?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) )",
         _yymmdd, _CLOCK_HINT, False,
         ("24/03/02 14:00:05 ERROR Executor: Exception in task 0.0 in stage 1.0 (TID 1)",
-         "24/03/02 14:00:00 INFO SparkContext: Running Spark version 3.5.1")),
+         "24/03/02 14:00:00 INFO SparkContext: Running Spark version 3.5.1"), reach=11),
 )
 
 
 def stamp_regex() -> str:
     """The one alternation the parser searches with; each branch named, its groups lettered."""
     return "|".join(f"(?P<{d.branch}>" + d.pattern.replace("?P<", f"?P<{d.letter}") + ")" for d in STAMPS)
+
+
+def stamp_plain() -> str:
+    """``stamp_regex`` without its groups: where a stamp starts, at a third of its cost a character."""
+    assert not any("(?P=" in d.pattern or "(?(" in d.pattern for d in STAMPS)  # (no group is referred to)
+    return "|".join("(?:" + re.sub(r"\(\?P<\w+>", "(?:", d.pattern) + ")" for d in STAMPS)
+
+
+def stamp_anchors() -> tuple[tuple[str, int], ...]:
+    """Where ``StampParser.parse`` looks for a stamp that does not start its text: the distinct anchors
+    of the dialects (``StampDialect.anchor``), each with the most characters a stamp of its dialects
+    starts before it. A dialect anchored at the text's start (``^``) adds none: the parse tries there.
+    (Searched one by one: an alternation of them costs the search its literal first character.)"""
+    assert all(d.pattern.startswith("^") for d in STAMPS if d.anchor == "^")
+    out: dict[str, int] = {}
+    for d in STAMPS:
+        if d.anchor != "^":
+            out[d.anchor] = max(out.get(d.anchor, 0), d.reach)
+    return tuple(out.items())
 
 
 def stamp_needs() -> str:
