@@ -184,3 +184,13 @@ def test_the_model_exports_every_name_and_the_extraction_side_does_not_load_the_
             "e._warm_up(); print('correlator.model.report' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert r.stdout.strip() == "False"
+
+
+def test_numpy_starts_no_blas_threads_under_correlate():
+    """``correlator`` sets OPENBLAS_NUM_THREADS=1 unless the user chose: OpenBLAS's spinning threads
+    took the other pool worker's core (the process had two OS threads after ``import numpy``)."""
+    code = ("import os, correlator, numpy; numpy.ones((64, 64)) @ numpy.ones((64, 64));"
+            "print(len(os.listdir(f'/proc/{os.getpid()}/task')))")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+    assert r.stdout.strip() == "1"
