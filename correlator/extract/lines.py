@@ -60,13 +60,18 @@ class Stamps:
         and what it reads there may lie past lines parsed before it)."""
         p = self.parser.parse(msg)
         if p is not None:
-            if p.tz_assumed:
-                self.tz_assumed = True
-            if p.year_inferred:
-                self.year_inferred = True
-            elif observe:
-                self.parser.observe(p)
+            self.took(p, observe)
         return p
+
+    def took(self, p: Parsed, observe: bool = True) -> None:
+        """What a stamp parsed for a line says of the source: its flags, and a full date becomes the
+        reference (``observe``, see ``of``). ``replay`` calls it for a stamp a worker parsed."""
+        if p.tz_assumed:
+            self.tz_assumed = True
+        if p.year_inferred:
+            self.year_inferred = True
+        elif observe:
+            self.parser.observe(p)
 
     def of_line(self, raw: bytes, observe: bool = True) -> Parsed | None:
         if not may_hold_stamp_bytes(raw):

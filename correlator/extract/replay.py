@@ -170,47 +170,39 @@ class _Tracked(Buffer):
         if hi > self.hi:
             self.hi = hi
 
-    def lines_before(self, start: int, n: int) -> Iterator[tuple[int, int]]:
+    def _walk(self, lines: Iterator[tuple[int, int]], start: int, n: int, before: bool,
+              floor: tuple[int, int]) -> Iterator[tuple[int, int]]:
+        """``lines`` (a walk of up to ``n`` lines from ``start``), each line's bytes marked looked at
+        as it is given (the newline before a line before, the one after a line after); a walk that
+        gave fewer looked as far as ``floor``."""
         k = 0
-        for s, e in super().lines_before(start, n):
+        for s, e in lines:
             k += 1
-            self.looked(s - 1, start)  # (the newline before it was looked for; -1 at the data's start)
+            if before:
+                self.looked(s - 1, start)  # (the newline before it was looked for; -1 at the data's start)
+            else:
+                self.looked(start, e + 1)
             yield s, e
-        if k < n:  # (the data's start was reached)
-            self.looked(0, start)
+        if k < n:  # (the data's start or end, or the writer window's edge, was reached)
+            self.looked(*floor)
+
+    def lines_before(self, start: int, n: int) -> Iterator[tuple[int, int]]:
+        return self._walk(super().lines_before(start, n), start, n, True, (0, start))
 
     def lines_after(self, start: int, n: int) -> Iterator[tuple[int, int]]:
-        k = 0
-        for s, e in super().lines_after(start, n):
-            k += 1
-            self.looked(start, e + 1)
-            yield s, e
-        if k < n:
-            self.looked(start, len(self.data))
+        return self._walk(super().lines_after(start, n), start, n, False, (start, len(self.data)))
 
     def writer_before(self, start: int, pbytes: bytes, n: int) -> Iterator[tuple[int, int]]:
         if not pbytes:
-            yield from self.lines_before(start, n)
-            return
-        k = 0
-        for s, e in super().writer_before(start, pbytes, n):
-            k += 1
-            self.looked(s - 1, start)
-            yield s, e
-        if k < n:  # (looked down to its floor)
-            self.looked(max(0, start - WRITER_WINDOW), start)
+            return self.lines_before(start, n)
+        return self._walk(super().writer_before(start, pbytes, n), start, n, True,
+                          (max(0, start - WRITER_WINDOW), start))
 
     def writer_after(self, start: int, pbytes: bytes, n: int) -> Iterator[tuple[int, int]]:
         if not pbytes:
-            yield from self.lines_after(start, n)
-            return
-        k = 0
-        for s, e in super().writer_after(start, pbytes, n):
-            k += 1
-            self.looked(start, e + 1)
-            yield s, e
-        if k < n:  # (looked up to its ceiling)
-            self.looked(start, min(len(self.data), start + WRITER_WINDOW))
+            return self.lines_after(start, n)
+        return self._walk(super().writer_after(start, pbytes, n), start, n, False,
+                          (start, min(len(self.data), start + WRITER_WINDOW)))
 
     def context(self, start: int, pbytes: bytes, n_before: int, n_after: int) -> tuple[list[str], list[str]]:
         before = list(self.writer_before(start, pbytes, n_before))
@@ -459,16 +451,6 @@ def _inherited(search: Search, last: dict[tuple, int], key: tuple) -> tuple[int 
     return lo, lo, hi
 
 
-def _stamped(stamps: Stamps, p: Parsed, observe: bool = True) -> None:
-    """What ``Stamps.of`` does with a stamp it parsed: the flags, and a full date is the reference."""
-    if p.tz_assumed:
-        stamps.tz_assumed = True
-    if p.year_inferred:
-        stamps.year_inferred = True
-    elif observe:
-        stamps.parser.observe(p)
-
-
 def replay_line(c: Confirmer, told: Told, block: _Block, start: int) -> bool:
     """``Confirmer._line`` of the line at ``start`` from what a worker read of it (see the module);
     False when it must take the plain path (then nothing was done here)."""
@@ -516,7 +498,7 @@ def replay_line(c: Confirmer, told: Told, block: _Block, start: int) -> bool:
     src = ctx.src
     top = max(r.priority for r, _ in found)
     if p is not None:
-        _stamped(stamps, p)
+        stamps.took(p)
         c.last_stamp[key] = p.time_ns
     primary = any(r.role is Role.PRIMARY for r, _ in found)
     line_prefix = prefix

@@ -8,6 +8,7 @@ one second, which the correlator treats as uncertainty).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import zoneinfo
@@ -111,44 +112,26 @@ _Read = tuple[int | None, bool, bool, tuple[tuple[int, int, int], ...]]
 _READ: dict[tzinfo, dict[str, dict[object, _Read]]] = {}
 _READ_MAX = 8192
 _READ_ZONES = 8
-#: the start of each day (year, month, day) in UTC nanoseconds as ``_infer_year`` compares it (a float,
-#: as ``datetime.timestamp`` gives it), None for a day that does not exist
-_DAY_NS: dict[tuple[int, int, int], float | None] = {}
-#: the UTC day number of a date (days since 1970-01-01), None for a date that does not exist
-_DAYS: dict[tuple[int, int, int], int | None] = {}
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
 
+@functools.lru_cache(maxsize=4096)
 def _day_ns(year: int, mo: int, d: int) -> float | None:
-    key = (year, mo, d)
+    """The start of a day in UTC nanoseconds as ``_infer_year`` compares it (a float, as
+    ``datetime.timestamp`` gives it), None for a day that does not exist."""
     try:
-        return _DAY_NS[key]
-    except KeyError:
-        pass
-    try:
-        value: float | None = datetime(year, mo, d, tzinfo=UTC).timestamp() * NS
+        return datetime(year, mo, d, tzinfo=UTC).timestamp() * NS
     except ValueError:
-        value = None
-    if len(_DAY_NS) > 4096:
-        _DAY_NS.clear()
-    _DAY_NS[key] = value
-    return value
+        return None
 
 
+@functools.lru_cache(maxsize=4096)
 def _days(y: int, mo: int, d: int) -> int | None:
-    key = (y, mo, d)
+    """The UTC day number of a date (days since 1970-01-01), None for a date that does not exist."""
     try:
-        return _DAYS[key]
-    except KeyError:
-        pass
-    try:
-        value: int | None = date(y, mo, d).toordinal() - _EPOCH_ORDINAL
+        return date(y, mo, d).toordinal() - _EPOCH_ORDINAL
     except ValueError:
-        value = None
-    if len(_DAYS) > 4096:
-        _DAYS.clear()
-    _DAYS[key] = value
-    return value
+        return None
 
 
 class _YearLog:
