@@ -1217,13 +1217,9 @@ class Confirmer:
         prefix, msg = parse_line(raw)
         pbytes = prefix_bytes(raw, prefix)
         key = prefix.key
-        rule_idx: set[int] = set()
-        for pid in lines[start]:
-            target = engine.pattern_rule[pid]
-            if target >= 0:
-                rule_idx.add(target)
-            else:
-                self.statements.fact(buf, -1 - target, start, prefix, msg, pbytes)
+        rule_idx, facts = engine.targets(lines[start])
+        for fi in facts:
+            self.statements.fact(buf, fi, start, prefix, msg, pbytes)
         if not rule_idx:
             return
         frames = [f for f in msg.split("\r") if f.strip()] if "\r" in msg else [msg]

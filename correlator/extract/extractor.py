@@ -12,7 +12,7 @@ nothing here depends on other sources.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from functools import partial
@@ -89,6 +89,18 @@ class Engine:
             from correlator.extract.scan import window_finder
 
             window_finder()  # built here, so that forked workers inherit it
+
+    def targets(self, pids: Iterable[int]) -> tuple[set[int], list[int]]:
+        """The rules (indices) and the facts (indices, in ``pids``' order) a candidate's patterns are for."""
+        rules: set[int] = set()
+        facts: list[int] = []
+        for pid in pids:
+            target = self.pattern_rule[pid]
+            if target >= 0:
+                rules.add(target)
+            else:
+                facts.append(-1 - target)
+        return rules, facts
 
 
 def _probes(ruleset: RuleSet, patterns: Sequence[Pattern], pattern_rule: Sequence[int]) -> dict[int, list[str]]:

@@ -252,14 +252,7 @@ class Reader:
         ``seen``: (pattern ids, writer) -> the lines of the piece before it that a rule confirmed (and
         that are counted once their rule's first KEEP_FIRST are: see the module)."""
         engine = self.engine
-        facts: list[int] = []
-        rule_idx: set[int] = set()
-        for pid in pids:
-            target = engine.pattern_rule[pid]
-            if target >= 0:
-                rule_idx.add(target)
-            else:
-                facts.append(-1 - target)
+        rule_idx, facts = engine.targets(pids)
         if not rule_idx:
             # a line of facts only: the serial extract spends no more on it than reading it would here
             # (an NCCL INFO line of a dense log most often states what an earlier one did: judged at once)
@@ -483,13 +476,9 @@ def replay_line(c: Confirmer, told: Told, block: _Block, start: int) -> bool:
             return False
     # (from here on as ``_line``, in its order)
     rs = engine.ruleset
-    rule_idx: set[int] = set()
-    for pid in pids:
-        target = engine.pattern_rule[pid]
-        if target >= 0:
-            rule_idx.add(target)
-        else:
-            c.statements.fact(buf, -1 - target, start, prefix, said.msg or "", pbytes)
+    rule_idx, facts = engine.targets(pids)
+    for fi in facts:
+        c.statements.fact(buf, fi, start, prefix, said.msg or "", pbytes)
     if not rule_idx:
         return True
     found = [(rs.rules[ri], said.found[ri]) for ri in rule_idx if ri in said.found and not budget.disabled(ri)]
