@@ -14,7 +14,7 @@ import functools
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
@@ -113,10 +113,10 @@ def class_end(p: str, i: int) -> int:
     return j + 1 if j < n else n + 1
 
 
-def group_end(p: str, i: int) -> int:
-    """Index of the ``)`` closing the group ``p[i] == "("`` (escapes and character classes
-    skipped); -1 if it is not closed."""
-    depth, j, n = 0, i, len(p)
+def _structure(p: str, i: int = 0) -> Iterator[tuple[int, str]]:
+    """Where ``p``'s ``(``, ``)`` and ``|`` stand from ``i`` on (escapes and character classes
+    skipped); a class left open ends the walk with ``(len(p) + 1, "[")``."""
+    j, n = i, len(p)
     while j < n:
         c = p[j]
         if c == "\\":
@@ -124,14 +124,26 @@ def group_end(p: str, i: int) -> int:
             continue
         if c == "[":
             j = class_end(p, j)
+            if j > n:
+                yield j, "["
+                return
             continue
+        if c in "()|":
+            yield j, c
+        j += 1
+
+
+def group_end(p: str, i: int) -> int:
+    """Index of the ``)`` closing the group ``p[i] == "("`` (escapes and character classes
+    skipped); -1 if it is not closed."""
+    depth = 0
+    for j, c in _structure(p, i):
         if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
             if depth == 0:
                 return j
-        j += 1
     return -1
 
 
@@ -306,25 +318,17 @@ def _group_parts(atom: str) -> tuple[str, str] | None:
 def _alternatives(p: str) -> list[str] | None:
     """``p`` split at its top-level ``|``; None if it cannot be read."""
     out: list[str] = []
-    depth, j, start, n = 0, 0, 0, len(p)
-    while j < n:
-        c = p[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "[":
-            j = class_end(p, j)
-            if j > n:
-                return None
-            continue
+    depth, start = 0, 0
+    for j, c in _structure(p):
+        if c == "[":  # (a class left open)
+            return None
         if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
-        elif c == "|" and depth == 0:
+        elif depth == 0:
             out.append(p[start:j])
             start = j + 1
-        j += 1
     if depth:
         return None
     out.append(p[start:])
@@ -664,9 +668,7 @@ class HyperscanScanner:
         for to, pid in zip(tos, pids):
             to += begin
             if last_start <= to - 1 < last_end and last_set is not None:
-                last_set.add(pid)
-                if pid in same:
-                    last_set.update(same[pid])
+                last_set.update(same.get(pid, (pid,)))  # (a shared regex's ids with it: ``_same``)
                 continue
             # the byte that completed the match belongs to the line ending at the next newline
             at = to - 1 if to > begin else begin
@@ -674,9 +676,7 @@ class HyperscanScanner:
             got = lines.get(start)
             if got is None:
                 got = lines[start] = set()
-            got.add(pid)
-            if pid in same:
-                got.update(same[pid])
+            got.update(same.get(pid, (pid,)))
             nl = find(b"\n", at, end)
             last_start, last_end, last_set = start, (nl if nl >= 0 else end), got
         return lines
@@ -736,9 +736,7 @@ class HyperscanScanner:
             got = lines.get(start)
             if got is None:
                 got = lines[start] = set()
-            got.add(pid)
-            if pid in same:
-                got.update(same[pid])
+            got.update(same.get(pid, (pid,)))
         return lines
 
     def _narrowed(self, data: bytes, end: int, lines: dict[int, set[int]]) -> None:
