@@ -215,3 +215,98 @@ def test_counted_groups_do_not_depend_on_how_the_stream_is_cut(engine, rnd, cuts
         split = extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay)
     assert whole.groups and sum(g.count for g in whole.groups) > 0
     assert split == whole
+
+
+# --- 10: a log of tracebacks -----------------------------------------------------------------------
+
+_EXC = ["ValueError: corrupt sample {i} in shard {s}", "RuntimeError: DataLoader worker (pid {i}) is killed",
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:{s}", "KeyError: 'sample_{i}'",
+        "OSError: [Errno 5] Input/output error: '/lustre/shard_{s}.tar'", "queue.Empty", "StopIteration"]
+
+
+def _traceback_log(rnd, n: int) -> bytes:
+    """``n`` lines, stretches of tracebacks (each ``raise X(`` line a decoy of the exception pattern's
+    trimmed head, some behind a ``[rankN]:`` prefix or in colour) between stretches of plain stamped
+    lines and of prose naming an error mid-line: ranges dense with narrowed reports and ranges
+    without, in any order."""
+    out: list[str] = []
+    i = 0
+    while len(out) < n:
+        kind = rnd.random()
+        for _ in range(rnd.randint(20, 400)):
+            i += 1
+            if kind < 0.6:
+                pre = rnd.choice(["", "", "[rank3]:", "\x1b[31m"])
+                exc = rnd.choice(_EXC).format(i=i, s=i % 97)
+                out += [f"{py(T0 + timedelta(seconds=i * 0.01))} - data - WARNING - skipping sample {i}", pre + "Traceback (most recent call last):",
+                        pre + '  File "/workspace/data/shards.py", line 88, in __getitem__',
+                        pre + f"    raise {exc.split(':')[0]}(f\"sample {{idx}}\")", pre + exc]
+            elif kind < 0.8:
+                out.append(f"{py(T0 + timedelta(seconds=i * 0.01))} - train - INFO - step={i} loss=2.31")
+            else:
+                out.append(f"the loader raised ValueError on sample {i} and retried (attempt {i % 3})")
+    return ("\n".join(out[:n]) + "\n").encode()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.sampled_from([16 << 10, 64 << 10, 1 << 20]),
+       st.sampled_from([8, 64, 512]))
+def test_a_log_of_tracebacks_reads_alike_scanned_once_or_twice(engine, rnd, chunk, dense):
+    """Item 10's class (a log that is mostly tracebacks): a range after one dense with narrowed
+    reports is scanned once, by the whole database, not by the main one and then the narrow one
+    (``scan.WHOLE_WHEN_DENSE``). That changes how many reports the scan makes, never the digest:
+    the same log read with and without it, at any range size and density threshold, gives the
+    same matches, counts, facts and diagnostics; with it, the reports are fewer."""
+    from dataclasses import replace
+
+    from correlator.extract import scan
+
+    sc = engine.scanner
+    if not isinstance(sc, scan.HyperscanScanner):
+        return  # (the keyword fallback has no databases)
+    assert sc._whole_pair(wait=True) is not None
+    data = _traceback_log(rnd, rnd.randint(2_000, 12_000))
+    src = SourceInfo(path="loader.log", kind="memory", size=len(data))
+    opts = ExtractOptions(tz=resolve_tz("UTC"), chunk_bytes=chunk)
+    got = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scan, "DENSE_REPORTS", dense)
+        for once in (False, True):
+            mp.setattr(scan, "WHOLE_WHEN_DENSE", once)
+            got[once] = extract(src, engine, opts, stream=io.BytesIO(data))
+    twice, once = got[False], got[True]
+    assert once.confirmed_matches > 0 and once.scan_reports <= twice.scan_reports
+    assert replace(once, scan_reports=0) == replace(twice, scan_reports=0)
+
+
+def test_a_log_of_tracebacks_is_scanned_once_where_it_is_dense(engine):
+    """The whole database is used: on a log of nothing but tracebacks, past the first range, a
+    ``raise ValueError(`` line is no longer a report (fewer reports than the two scans make)."""
+    from dataclasses import replace
+
+    from correlator.extract import scan
+
+    sc = engine.scanner
+    if not isinstance(sc, scan.HyperscanScanner):
+        return
+    assert sc._whole_pair(wait=True) is not None
+    lines = []
+    for i in range(20_000):
+        lines += ["Traceback (most recent call last):", '  File "/w/shards.py", line 88, in __getitem__',
+                  f"    raise ValueError(f\"corrupt sample {i}\")", f"ValueError: corrupt sample {i}"]
+    data = ("\n".join(lines) + "\n").encode()
+    src = SourceInfo(path="loader.log", kind="memory", size=len(data))
+    opts = ExtractOptions(tz=resolve_tz("UTC"), chunk_bytes=256 << 10)
+    got = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for once in (False, True):
+            mp.setattr(scan, "WHOLE_WHEN_DENSE", once)
+            got[once] = extract(src, engine, opts, stream=io.BytesIO(data))
+        # (the same source again, after one that ended dense: what a source's scan reports is its own)
+        again = extract(src, engine, opts, stream=io.BytesIO(data))
+    # two reports per traceback scanned twice (its raise line and its last line); past the first
+    # range, one
+    assert got[False].scan_reports >= 2 * 20_000 - 10
+    assert got[True].scan_reports < 1.25 * 20_000
+    assert replace(got[True], scan_reports=0) == replace(got[False], scan_reports=0)
+    assert again == got[True]

@@ -29,7 +29,7 @@ from jobs import T0, combined_srun, glog, py, rank_lines
 import correlator.extract.reader as reader
 import correlator.extract.statements as statements
 import correlator.extract.windows as windows
-from correlator.extract import engines
+from correlator.extract import engines, scan
 from correlator.extract.extractor import Engine, ExtractOptions, extract
 from correlator.extract.scan import hyperscan_available
 from correlator.extract.sources import identity_from_path
@@ -235,7 +235,9 @@ def test_split_file_read_by_the_workers_merges_exactly_as_the_serial_scan(engine
     serial digest: whatever the cuts, the buffer size (a buffer that does not hold what a line was
     read from sends it the plain way) and the bytes a worker reads around its piece."""
     split, serial = _split_and_serial(engine, _said_text(rnd, n), cuts, chunk, margin)
-    assert split == serial
+    # (how many reports the scan makes depends on where its ranges fall once one is dense: the
+    # range after it is scanned by the whole database; the test below counts them with it off)
+    assert replace(split, scan_reports=0) == replace(serial, scan_reports=0)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -280,6 +282,8 @@ def test_the_workers_reading_is_taken_for_most_lines(engine, monkeypatch):
     # (a confirmation slower than a linear pattern may be makes no Said: on a loaded machine wall
     # time decides that for some of these lines, which is not what this counts)
     monkeypatch.setattr(replay, "allowance", lambda text: 3600.0)
+    # (every range by the main database: the pieces' reports then add up to the serial scan's)
+    monkeypatch.setattr(scan, "WHOLE_WHEN_DENSE", False)
     data = _said_text(random.Random(7), 3000)
     split, serial = _split_and_serial(engine, data, [9000, 20000, 31000, 52000], None, None)
     assert split == serial

@@ -312,8 +312,37 @@ def test_a_dense_range_gives_the_candidates_of_the_line_by_line_path(rules, monk
         data = ("\n".join(lines) + rnd.choice(["\n", ""])).encode("utf-8", "surrogateescape")
         begin = data.find(b"\n", 0, rnd.randint(0, len(data))) + 1
         monkeypatch.setattr(scan, "DENSE_REPORTS", 1 << 30)
+        trimmed._dense_next = False
         plain = trimmed.scan_range(data, begin, len(data))
         monkeypatch.setattr(scan, "DENSE_REPORTS", 0)
         for whole in (0, 1 << 30):  # the narrowed lines checked by a scan of the whole range, or joined
             monkeypatch.setattr(scan, "NARROW_WHOLE", whole)
+            trimmed._dense_next = False
             assert trimmed.scan_range(data, begin, len(data)) == plain, whole
+        # the range after a dense one: scanned once by the whole database, its lines from numpy or
+        # one by one
+        for dense in (0, 1 << 30):
+            monkeypatch.setattr(scan, "DENSE_REPORTS", dense)
+            trimmed._dense_next = True
+            assert trimmed.scan_range(data, begin, len(data)) == plain, ("whole database", dense)
+
+
+def test_the_whole_database_is_built_beside_the_main_one_or_loaded_later(rules, monkeypatch, tmp_path):
+    """The database a dense range is scanned with after another (``_whole_pair``: the main
+    database's patterns with the narrowed ones whole) is compiled beside the main one when that is
+    compiled, and loaded from the cache (in a thread, when first asked for) when it is not."""
+    if not hyperscan_available():
+        return
+    from correlator.extract import scan
+    from correlator.extract.extractor import Engine
+
+    trimmed, _whole, _pats = _scanner_pair(rules, monkeypatch)
+    got = trimmed._whole_pair(wait=True)
+    assert got is not None and trimmed._whole is got  # (compiled beside the main one: no thread)
+    monkeypatch.setenv("CORRELATE_CACHE", str(tmp_path))
+    eng = Engine(rules)  # cold: the main database and the whole one compiled, both cached
+    assert isinstance(eng.scanner, HyperscanScanner) and eng.scanner._whole_pair() is not None
+    again = Engine(rules)  # warm: the whole one from the cache, in a thread, when first asked for
+    sc = again.scanner
+    assert isinstance(sc, HyperscanScanner) and isinstance(sc._whole, scan._Building)
+    assert sc._whole_pair(wait=True) is not None

@@ -1039,9 +1039,19 @@ class Confirmer:
         begin = buf.begin
         starts: list[int] = []
         rules: list[int] = []
-        for start in order:
-            if start < begin:
-                continue
+        region = order[bisect_left(order, begin):]
+        ids = list(map(lines.__getitem__, region))
+        if ids and all(map(ids[0].__eq__, ids)):  # (one set of pattern ids: classified once)
+            pids = ids[0]
+            kind = next(iter(pids)) if len(pids) == 1 else frozenset(pids)
+            ri = classes.get(kind)
+            if ri is None:
+                ri = classes[kind] = self._count_rule(frozenset(pids))
+            if ri < 0 or off[ri]:
+                return None
+            starts, rules = list(region), [ri] * len(region)
+            region = []
+        for start in region:
             pids = lines[start]
             kind = next(iter(pids)) if len(pids) == 1 else frozenset(pids)
             ri = classes.get(kind)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from correlator.cache import cache_dir
 from correlator.extract import dialects
 
 if TYPE_CHECKING:  # hyperscan is imported where it is used (it is optional on some platforms)
-    from hyperscan import Database
+    from hyperscan import Database, Scratch
 
 #: set to "regex" (or "fallback") to force the pure-Python scanner
 ENV_SCANNER = "CORRELATE_SCANNER"
@@ -285,6 +286,9 @@ DENSE_REPORTS = 512
 NARROW_WHOLE = 256
 #: pattern ids are below this: (line start, id) pairs as one integer
 _KEY_SPAN = 1 << 20
+#: a range after one with DENSE_REPORTS narrowed reports is scanned by the whole database (see
+#: "a dense run of narrowed lines")
+WHOLE_WHEN_DENSE = True
 #: whether heads are trimmed (off, every pattern is compiled whole and nothing is narrowed: the
 #: tests compare the candidates of both)
 TRIM_HEADS = True
@@ -388,6 +392,12 @@ def trim_head(p: str) -> str:
     """``p`` without a head that holds no literal (see above); ``p`` itself when it starts with one
     or nothing can be trimmed safely."""
     return _head_trimmed(p)[0]
+
+
+def _narrowable(p: str) -> bool:
+    """Whether ``p`` is narrowed (``HyperscanScanner``): its head widens, and its whole expression
+    can be kept to one line."""
+    return head_widens(p) and one_line(_hs_regex(p, head=False).decode()) is not None
 
 
 def head_widens(p: str) -> bool:
@@ -524,6 +534,62 @@ class KeywordScanner:
         return lines
 
 
+# --- a dense run of narrowed lines ------------------------------------------------------------------
+#
+# Where a narrowed pattern's lines are most of a range (a log of tracebacks, each ``raise X(`` line
+# a report of the trimmed exception pattern and each ``X: message`` line two), the range is scanned
+# twice -- the main database, then the database of whole expressions over all of it -- and the
+# first scan's reports of the narrowed patterns are mostly dropped. After such a range the next is
+# scanned once, by the *whole* database: the main one's expressions with the narrowed ones whole
+# (each kept to one line, as the narrow database's). A report of it is a line the whole expression
+# finds, which is what the two scans keep, so the candidates are the same; only the count of
+# reports differs. A range with fewer narrowed matches than DENSE_REPORTS goes back to the main
+# database. Compiling the whole database costs as much as the main one (seconds), so it is built
+# only when a dense range is first seen, in a thread (Hyperscan's compiler does not hold the GIL)
+# while ranges go on as before, and cached on disk like the others.
+
+
+class _Building:
+    """The whole database being built: the thread, and what it gave."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.db: Database | None = None
+
+    def start(self, build: Callable[[], Database | None]) -> None:
+        def run() -> None:
+            try:
+                self.db = build()
+            except Exception:  # noqa: BLE001 - refused or out of memory: the main database goes on
+                self.db = None
+
+        self.thread = threading.Thread(target=run, name="correlate-whole-db", daemon=True)
+        self.thread.start()
+
+
+def _whole_db(hs: ModuleType, patterns: Sequence[Pattern], first: dict[str, int], kept: Sequence[int],
+              narrowed: frozenset[int]) -> Database | None:
+    """The whole database of the patterns ``kept`` (ids a regex is compiled under), the ``narrowed``
+    ones whole and kept to one line; None when Hyperscan refuses one of them."""
+    regex_of = {p.id: p.regex for p in patterns if first[p.regex] == p.id}
+    exprs = [str(one_line(_hs_regex(regex_of[i], head=False).decode())).encode() if i in narrowed
+             else _hs_regex(regex_of[i]) for i in kept]
+    db, refused = _compile(hs, exprs, kept, hs.HS_FLAG_PREFILTER | hs.HS_FLAG_MULTILINE | hs.HS_FLAG_ALLOWEMPTY)
+    return None if refused else db
+
+
+def _whole_checked(hs: ModuleType, db: Database | None, patterns: Sequence[Pattern], first: dict[str, int],
+                   probes: Callable[[], dict[int, list[str]]] | None, kept: Sequence[int]) -> Database | None:
+    """``db``, or None when it misses a probe line of a pattern (what the main database's patterns
+    were checked for: the whole one is then not used at all)."""
+    if db is None or probes is None:
+        return db
+    ids = set(kept)
+    wanted = {i: ls for i, ls in HyperscanScanner._probes(patterns, first, probes).items() if i in ids}
+    regex_of = {p.id: p.regex for p in patterns if p.id in ids}
+    return None if _missed(hs, db, wanted, regex_of) else db
+
+
 class HyperscanScanner:
     """All patterns in one Hyperscan block-mode database; patterns it refuses fall back to keywords."""
 
@@ -551,10 +617,19 @@ class HyperscanScanner:
         sources = [p.regex.encode("utf-8", "surrogatepass") for p in unique]
         key_flags = (flags, PROBE_VERSION if probes is not None else 0, _converter_digest(), TRIM_HEADS)
         cached = _cache_load(sources, ids, key_flags)
+        early: _Building | None = None
+        assumed: frozenset[int] = frozenset()
         if cached is not None:
             db, rejected_ids = cached
         else:
             exprs = [_hs_regex(p.regex) for p in unique]
+            # the whole database is compiled beside the main one (this process compiles anyway, and
+            # Hyperscan's compiler runs on another core): used if the patterns it assumed are the
+            # ones kept and narrowed in the end (see "a dense run of narrowed lines")
+            early = _Building() if TRIM_HEADS else None
+            assumed = frozenset(i for p, i in zip(unique, ids) if _narrowable(p.regex))
+            if early is not None and assumed:
+                early.start(functools.partial(_whole_db, hyperscan, patterns, first, ids, assumed))
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
             if db is not None and probes is not None:
                 wanted = self._probes(patterns, first, probes)
@@ -578,8 +653,7 @@ class HyperscanScanner:
                 gone = set(rejected_ids)
                 # (each kept to one line: a match of it then lies in one line, whether the lines are
                 # scanned joined or where they are; one that cannot be is not narrowed)
-                heads = [(p, i) for p, i in zip(unique, ids) if i not in gone and head_widens(p.regex)
-                         and one_line(_hs_regex(p.regex, head=False).decode()) is not None]
+                heads = [(p, i) for p, i in zip(unique, ids) if i not in gone and _narrowable(p.regex)]
                 n_exprs = [str(one_line(_hs_regex(p.regex, head=False).decode())).encode() for p, _ in heads]
                 n_ids = [i for _, i in heads]
                 n_db, n_rejected = _compile(hyperscan, n_exprs, n_ids, flags)
@@ -597,6 +671,17 @@ class HyperscanScanner:
                 self._narrow = frozenset(narrowed)
         #: the pattern ids whose lines are checked again with their whole expression
         self.narrowed = self._narrow
+        # the whole database (``_whole_pair``): unbuilt, being built (a thread), built or None
+        self._whole: _Building | tuple[Database, Scratch] | None = _Building() if self._narrow else None
+        self._whole_from = (patterns, first, probes, sources, ids, key_flags, tuple(rejected_ids))
+        if cached is None and early is not None and early.thread is not None:
+            early.thread.join()
+            if not rejected_ids and self._narrow == assumed and db is not None:
+                whole_db = _whole_checked(hyperscan, early.db, patterns, first, probes, ids)
+                _cache_store(sources, ids, self._whole_key(), whole_db, ())
+                self._whole = (whole_db, hyperscan.Scratch(whole_db)) if whole_db is not None else None
+        #: whether the last range had DENSE_REPORTS narrowed reports (the next is scanned whole)
+        self._dense_next = False
         #: the narrowed ids with the ids that share their regex
         self._narrow_every = frozenset(j for i in self._narrow for j in self._same.get(i, (i,)))
         rejected_ids = (*rejected_ids, *(i for rep in rejected_ids for i in self._same.get(rep, ())[1:]))
@@ -629,6 +714,7 @@ class HyperscanScanner:
         ``len(data)``), as offsets in ``data``; the range is scanned in place, not copied."""
         tos: list[int] = []
         pids: list[int] = []
+        whole = self._whole_pair() if self._dense_next and WHOLE_WHEN_DENSE else None
         if self._db is not None:
             add_to, add_pid = tos.append, pids.append
 
@@ -636,16 +722,21 @@ class HyperscanScanner:
                 add_to(to)
                 add_pid(pid)
 
-            whole = begin == 0 and end == len(data)
+            db, scratch = whole if whole is not None else (self._db, self._scratch)
+            all_of = begin == 0 and end == len(data)
             # the stub types ``data`` as str | bytes; the extension takes any buffer, a view too
-            self._db.scan(data if whole else memoryview(data)[begin:end],  # type: ignore[type-var]
-                          match_event_handler=on_match, scratch=self._scratch)
+            db.scan(data if all_of else memoryview(data)[begin:end],  # type: ignore[type-var]
+                    match_event_handler=on_match, scratch=scratch)
             self.reports += len(tos)
         many = False
         if self._narrow and len(pids) >= DENSE_REPORTS:
             counts = Counter(pids)  # (counted in C)
             many = sum(counts[p] for p in self._narrow.intersection(counts)) >= DENSE_REPORTS
-        if many:
+        self._dense_next = many
+        if whole is not None:  # (every report is of a whole expression: none to check again)
+            lines = (self._dense_lines(data, begin, end, tos, pids, narrow=False) if len(pids) >= DENSE_REPORTS
+                     else self._lines(data, begin, end, tos, pids))
+        elif many:
             lines = self._dense_lines(data, begin, end, tos, pids)
         else:
             lines = self._lines(data, begin, end, tos, pids)
@@ -681,13 +772,13 @@ class HyperscanScanner:
             last_start, last_end, last_set = start, (nl if nl >= 0 else end), got
         return lines
 
-    def _dense_lines(self, data: bytes, begin: int, end: int, tos: list[int], pids: list[int]
+    def _dense_lines(self, data: bytes, begin: int, end: int, tos: list[int], pids: list[int], narrow: bool = True
                      ) -> dict[int, set[int]]:
         """What ``_lines`` and ``_narrowed`` give, for a range with many reports: the line of each
-        report from the range's newlines (numpy), and the narrowed patterns checked by one scan of
-        the whole range with the database of their whole expressions, each kept to one line
-        (``one_line``: a match of it lies in one line, as on the lines joined). No Python step per
-        report that the narrowing drops (a traceback's ``raise ValueError(`` line)."""
+        report from the range's newlines (numpy), and (``narrow``) the narrowed patterns checked by
+        one scan of the whole range with the database of their whole expressions, each kept to one
+        line (``one_line``: a match of it lies in one line, as on the lines joined). No Python step
+        per report that the narrowing drops (a traceback's ``raise ValueError(`` line)."""
         import numpy as np
 
         newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin) == 10)
@@ -699,7 +790,7 @@ class HyperscanScanner:
 
         starts = starts_of(tos)
         pid_arr = np.asarray(pids, dtype=np.int64)
-        if self._narrow:
+        if self._narrow and narrow:
             narrowed = np.isin(pid_arr, np.fromiter(self._narrow, dtype=np.int64))
             count = int(np.count_nonzero(narrowed))
             if count:
@@ -730,14 +821,58 @@ class HyperscanScanner:
                 hits = hit_starts * _KEY_SPAN + np.asarray(hit_pids, dtype=np.int64)
                 keep = ~narrowed | np.isin(starts * _KEY_SPAN + pid_arr, hits)
                 starts, pid_arr = starts[keep], pid_arr[keep]
-        lines: dict[int, set[int]] = {}
+        at, ids = (starts + begin).tolist(), pid_arr.tolist()
         same = self._same
-        for start, pid in zip((starts + begin).tolist(), pid_arr.tolist()):
+        if len(set(at)) == len(at):  # (a report a line: a dense range's most common case, built in C)
+            of = {pid: same.get(pid, (pid,)) for pid in set(ids)}
+            return dict(zip(at, map(set, map(of.__getitem__, ids))))
+        lines: dict[int, set[int]] = {}
+        for start, pid in zip(at, ids):
             got = lines.get(start)
             if got is None:
                 got = lines[start] = set()
             got.update(same.get(pid, (pid,)))
         return lines
+
+    def new_source(self) -> None:
+        """A source starts: its first range is scanned by the main database (what the scan of a
+        source reports depends on that source alone)."""
+        self._dense_next = False
+
+    def _whole_pair(self, wait: bool = False) -> tuple[Database, Scratch] | None:
+        """The whole database and its scratch, or None (none to build, or not built yet: it is
+        loaded from the disk cache or compiled in a thread, while ranges go on with the main one;
+        ``wait``: until it is built)."""
+        got = self._whole
+        if isinstance(got, _Building):
+            if got.thread is None:
+                got.start(self._build_whole)
+            if wait:
+                got.thread.join()  # type: ignore[union-attr]
+            if got.thread.is_alive():  # type: ignore[union-attr]
+                return None
+            # (a thread this process did not run -- it was forked from one that did -- leaves None)
+            db = got.db
+            got = self._whole = (db, self._hs.Scratch(db)) if db is not None else None
+        return got
+
+    def _whole_key(self) -> _KeyFlags:
+        _patterns, _first, _probes, _sources, _ids, key_flags, rejected = self._whole_from
+        return (*key_flags, "whole", ",".join(map(str, rejected)), ",".join(map(str, sorted(self._narrow))))
+
+    def _build_whole(self) -> Database | None:
+        """The whole database (see "a dense run of narrowed lines") of this scanner's patterns, from
+        the disk cache, else compiled, checked and cached (None: not to be used, cached as such)."""
+        patterns, first, probes, sources, ids, _key_flags, rejected = self._whole_from
+        cached = _cache_load(sources, ids, self._whole_key())
+        if cached is not None:
+            return cached[0]
+        gone = set(rejected)
+        kept = [i for i in ids if i not in gone]
+        db = _whole_checked(self._hs, _whole_db(self._hs, patterns, first, kept, self._narrow), patterns, first, probes,
+                            kept)
+        _cache_store(sources, ids, self._whole_key(), db, ())
+        return db
 
     def _narrowed(self, data: bytes, end: int, lines: dict[int, set[int]]) -> None:
         """Take from ``lines`` each pattern whose head was trimmed where its whole expression does
@@ -864,8 +999,9 @@ def _cache_store(exprs: Sequence[bytes], ids: Sequence[int], flags: _KeyFlags, d
         return
 
 
-#: compiled databases kept in the cache (one per distinct rule set: edits, --rules folders, tests)
-CACHE_FILES = 32
+#: compiled databases kept in the cache: three per distinct rule set (main, narrow, whole; rule sets
+#: differ by edits, --rules folders, tests), the window finder's and the bulk lanes' small ones
+CACHE_FILES = 64
 
 
 def _cache_trim(d: str, keep: str) -> None:
