@@ -327,22 +327,24 @@ def test_a_dense_range_gives_the_candidates_of_the_line_by_line_path(rules, monk
             assert trimmed.scan_range(data, begin, len(data)) == plain, ("whole database", dense)
 
 
-def test_the_whole_database_is_built_beside_the_main_one_or_loaded_later(rules, monkeypatch, tmp_path):
+def test_the_whole_database_is_cached_beside_the_main_one_or_built_when_asked(rules, monkeypatch, tmp_path):
     """The database a dense range is scanned with after another (``_whole_pair``: the main
-    database's patterns with the narrowed ones whole) is compiled beside the main one when that is
-    compiled, and loaded from the cache (in a thread, when first asked for) when it is not."""
+    database's patterns with the narrowed ones whole): where the main one is compiled (a cold
+    cache), a forked child compiles and caches it meanwhile; without a cache it is compiled in a
+    thread when first asked for."""
     if not hyperscan_available():
         return
     from correlator.extract import scan
     from correlator.extract.extractor import Engine
 
-    trimmed, _whole, _pats = _scanner_pair(rules, monkeypatch)
+    trimmed, _whole, _pats = _scanner_pair(rules, monkeypatch)  # (no cache)
+    assert isinstance(trimmed._whole, scan._Building) and trimmed._whole.thread is None
     got = trimmed._whole_pair(wait=True)
-    assert got is not None and trimmed._whole is got  # (compiled beside the main one: no thread)
+    assert got is not None and trimmed._whole is got
     monkeypatch.setenv("CORRELATE_CACHE", str(tmp_path))
-    eng = Engine(rules)  # cold: the main database and the whole one compiled, both cached
-    assert isinstance(eng.scanner, HyperscanScanner) and eng.scanner._whole_pair() is not None
-    again = Engine(rules)  # warm: the whole one from the cache, in a thread, when first asked for
-    sc = again.scanner
-    assert isinstance(sc, HyperscanScanner) and isinstance(sc._whole, scan._Building)
+    sc = Engine(rules).scanner  # cold: the main database compiled here, the whole one by a child
+    assert isinstance(sc, HyperscanScanner) and isinstance(sc._whole, scan._Building) and sc._whole.thread is None
+    _patterns, _first, _probes, sources, ids, _flags, _rejected = sc._whole_from
+    cached = scan._cache_load(sources, ids, sc._whole_key())
+    assert cached is not None and cached[0] is not None
     assert sc._whole_pair(wait=True) is not None

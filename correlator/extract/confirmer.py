@@ -767,7 +767,8 @@ class Confirmer:
         # dense block's candidates most often all have the same ids: one comparison each says so
         ids = list(map(lines.__getitem__, starts))
         same = ids[0]
-        keys = [frozenset(same)] if all(map(same.__eq__, ids)) else list(map(frozenset, ids))
+        # (``count``: the same set object, a dense range's, is found without comparing)
+        keys = [frozenset(same)] if ids.count(same) == len(ids) or all(map(same.__eq__, ids)) else list(map(frozenset, ids))
         classes = self.lane_rules
         off = budget.off  # (a rule switched off for the run: ``RuleBudget.disabled``)
         lane_of: dict[frozenset[int], _LaneRule | None] = {}
@@ -1041,7 +1042,7 @@ class Confirmer:
         rules: list[int] = []
         region = order[bisect_left(order, begin):]
         ids = list(map(lines.__getitem__, region))
-        if ids and all(map(ids[0].__eq__, ids)):  # (one set of pattern ids: classified once)
+        if ids and (ids.count(ids[0]) == len(ids) or all(map(ids[0].__eq__, ids))):  # (one set of ids: classified once)
             pids = ids[0]
             kind = next(iter(pids)) if len(pids) == 1 else frozenset(pids)
             ri = classes.get(kind)

@@ -17,6 +17,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
@@ -544,9 +546,57 @@ class KeywordScanner:
 # (each kept to one line, as the narrow database's). A report of it is a line the whole expression
 # finds, which is what the two scans keep, so the candidates are the same; only the count of
 # reports differs. A range with fewer narrowed matches than DENSE_REPORTS goes back to the main
-# database. Compiling the whole database costs as much as the main one (seconds), so it is built
-# only when a dense range is first seen, in a thread (Hyperscan's compiler does not hold the GIL)
-# while ranges go on as before, and cached on disk like the others.
+# database. Compiling the whole database costs as much as the main one (seconds). A process that
+# compiles the main one (its cache is cold) has a forked child compile and cache the whole one
+# meanwhile (``_compile_apart``: on another core, and not in this process, where two compiles at
+# once took 250 MB against 155 for one), so the next runs load it. A process that finds the main
+# one cached and not the whole one loads or compiles it in a thread when it first meets a dense
+# range (Hyperscan's compiler leaves the GIL); ranges go on with the main one until it is there.
+
+
+def _whole_key(key_flags: _KeyFlags, rejected: Sequence[int], narrowed: frozenset[int]) -> _KeyFlags:
+    flags = key_flags if isinstance(key_flags, tuple) else (key_flags,)
+    return (*flags, "whole", ",".join(map(str, rejected)), ",".join(map(str, sorted(narrowed))))
+
+
+def _cache_whole(hs: ModuleType, patterns: Sequence[Pattern], first: dict[str, int],
+                 probes: Callable[[], dict[int, list[str]]] | None, sources: Sequence[bytes], ids: Sequence[int],
+                 key_flags: _KeyFlags) -> None:
+    """Compile, check and cache the whole database of a rule set whose main database refuses no
+    pattern and narrows every pattern it may (what its compile most often ends with)."""
+    regex_of = {p.id: p.regex for p in patterns if first[p.regex] == p.id}
+    narrowed = frozenset(i for i in ids if _narrowable(regex_of[i]))
+    if not narrowed:
+        return
+    db = _whole_checked(hs, _whole_db(hs, patterns, first, ids, narrowed), patterns, first, probes, ids)
+    _cache_store(sources, ids, _whole_key(key_flags, (), narrowed), db, ())
+
+
+def _compile_apart(job: Callable[[], None]) -> int | None:
+    """Run ``job`` in a forked child (the pid), beside this process's own compile: Hyperscan's
+    compiles take seconds and a hundred MB each, and two in one process held both at once. None
+    where there is no fork or no cache to leave the result in."""
+    if not TRIM_HEADS or not hasattr(os, "fork") or cache_dir() is None:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
+        code = 1
+        try:
+            job()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # (reaped elsewhere: a SIGCHLD handler)
+        pass
 
 
 class _Building:
@@ -617,19 +667,12 @@ class HyperscanScanner:
         sources = [p.regex.encode("utf-8", "surrogatepass") for p in unique]
         key_flags = (flags, PROBE_VERSION if probes is not None else 0, _converter_digest(), TRIM_HEADS)
         cached = _cache_load(sources, ids, key_flags)
-        early: _Building | None = None
-        assumed: frozenset[int] = frozenset()
+        apart: int | None = None
         if cached is not None:
             db, rejected_ids = cached
         else:
             exprs = [_hs_regex(p.regex) for p in unique]
-            # the whole database is compiled beside the main one (this process compiles anyway, and
-            # Hyperscan's compiler runs on another core): used if the patterns it assumed are the
-            # ones kept and narrowed in the end (see "a dense run of narrowed lines")
-            early = _Building() if TRIM_HEADS else None
-            assumed = frozenset(i for p, i in zip(unique, ids) if _narrowable(p.regex))
-            if early is not None and assumed:
-                early.start(functools.partial(_whole_db, hyperscan, patterns, first, ids, assumed))
+            apart = _compile_apart(lambda: _cache_whole(hyperscan, patterns, first, probes, sources, ids, key_flags))
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
             if db is not None and probes is not None:
                 wanted = self._probes(patterns, first, probes)
@@ -674,12 +717,8 @@ class HyperscanScanner:
         # the whole database (``_whole_pair``): unbuilt, being built (a thread), built or None
         self._whole: _Building | tuple[Database, Scratch] | None = _Building() if self._narrow else None
         self._whole_from = (patterns, first, probes, sources, ids, key_flags, tuple(rejected_ids))
-        if cached is None and early is not None and early.thread is not None:
-            early.thread.join()
-            if not rejected_ids and self._narrow == assumed and db is not None:
-                whole_db = _whole_checked(hyperscan, early.db, patterns, first, probes, ids)
-                _cache_store(sources, ids, self._whole_key(), whole_db, ())
-                self._whole = (whole_db, hyperscan.Scratch(whole_db)) if whole_db is not None else None
+        if apart is not None:  # (it has cached the whole database the main one's compile assumed)
+            _reap(apart)
         #: whether the last range had DENSE_REPORTS narrowed reports (the next is scanned whole)
         self._dense_next = False
         #: the narrowed ids with the ids that share their regex
@@ -734,8 +773,7 @@ class HyperscanScanner:
             many = sum(counts[p] for p in self._narrow.intersection(counts)) >= DENSE_REPORTS
         self._dense_next = many
         if whole is not None:  # (every report is of a whole expression: none to check again)
-            lines = (self._dense_lines(data, begin, end, tos, pids, narrow=False) if len(pids) >= DENSE_REPORTS
-                     else self._lines(data, begin, end, tos, pids))
+            lines = self._report_lines(data, begin, tos, pids)
         elif many:
             lines = self._dense_lines(data, begin, end, tos, pids)
         else:
@@ -745,7 +783,8 @@ class HyperscanScanner:
         if self._fallback is not None:
             before = self._fallback.reports
             for start, got in self._fallback.scan_range(data, begin, end).items():
-                lines.setdefault(start, set()).update(got)
+                old = lines.get(start)  # (a new set: one of a dense range may be its pattern's every line's)
+                lines[start] = got if old is None else old | got
             self.reports += self._fallback.reports - before
         return lines
 
@@ -772,13 +811,37 @@ class HyperscanScanner:
             last_start, last_end, last_set = start, (nl if nl >= 0 else end), got
         return lines
 
-    def _dense_lines(self, data: bytes, begin: int, end: int, tos: list[int], pids: list[int], narrow: bool = True
+    def _report_lines(self, data: bytes, begin: int, tos: list[int], pids: list[int]) -> dict[int, set[int]]:
+        """What ``_lines`` gives, with no Python step per report: each report's line start found
+        back from the byte that completed its match (``tos``: match ends, relative to ``begin``)."""
+        # (rfind over ``[begin, begin + to - 1)``: -1, which becomes ``begin``, when there is no newline)
+        ends = map(add, repeat(begin - 1), tos)
+        starts = map(max, repeat(begin), map(add, map(data.rfind, repeat(b"\n"), repeat(begin), ends), repeat(1)))
+        return self._line_sets(list(starts), pids)
+
+    def _line_sets(self, at: list[int], ids: list[int]) -> dict[int, set[int]]:
+        """The candidate lines of reports (``at``: their line starts; ``ids``: their patterns, a shared
+        regex's for all its ids). Where each line has one report (a dense range's most common case),
+        the lines of one pattern share one set: built in C, and only read."""
+        same = self._same
+        if len(set(at)) == len(at):
+            of = {pid: set(same.get(pid, (pid,))) for pid in set(ids)}
+            return dict(zip(at, map(of.__getitem__, ids)))
+        lines: dict[int, set[int]] = {}
+        for start, pid in zip(at, ids):
+            got = lines.get(start)
+            if got is None:
+                got = lines[start] = set()
+            got.update(same.get(pid, (pid,)))
+        return lines
+
+    def _dense_lines(self, data: bytes, begin: int, end: int, tos: list[int], pids: list[int]
                      ) -> dict[int, set[int]]:
         """What ``_lines`` and ``_narrowed`` give, for a range with many reports: the line of each
-        report from the range's newlines (numpy), and (``narrow``) the narrowed patterns checked by
-        one scan of the whole range with the database of their whole expressions, each kept to one
-        line (``one_line``: a match of it lies in one line, as on the lines joined). No Python step
-        per report that the narrowing drops (a traceback's ``raise ValueError(`` line)."""
+        report from the range's newlines (numpy), and the narrowed patterns checked by one scan of
+        the whole range with the database of their whole expressions, each kept to one line
+        (``one_line``: a match of it lies in one line, as on the lines joined). No Python step per
+        report that the narrowing drops (a traceback's ``raise ValueError(`` line)."""
         import numpy as np
 
         newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin) == 10)
@@ -790,7 +853,7 @@ class HyperscanScanner:
 
         starts = starts_of(tos)
         pid_arr = np.asarray(pids, dtype=np.int64)
-        if self._narrow and narrow:
+        if self._narrow:
             narrowed = np.isin(pid_arr, np.fromiter(self._narrow, dtype=np.int64))
             count = int(np.count_nonzero(narrowed))
             if count:
@@ -821,18 +884,7 @@ class HyperscanScanner:
                 hits = hit_starts * _KEY_SPAN + np.asarray(hit_pids, dtype=np.int64)
                 keep = ~narrowed | np.isin(starts * _KEY_SPAN + pid_arr, hits)
                 starts, pid_arr = starts[keep], pid_arr[keep]
-        at, ids = (starts + begin).tolist(), pid_arr.tolist()
-        same = self._same
-        if len(set(at)) == len(at):  # (a report a line: a dense range's most common case, built in C)
-            of = {pid: same.get(pid, (pid,)) for pid in set(ids)}
-            return dict(zip(at, map(set, map(of.__getitem__, ids))))
-        lines: dict[int, set[int]] = {}
-        for start, pid in zip(at, ids):
-            got = lines.get(start)
-            if got is None:
-                got = lines[start] = set()
-            got.update(same.get(pid, (pid,)))
-        return lines
+        return self._line_sets((starts + begin).tolist(), pid_arr.tolist())
 
     def new_source(self) -> None:
         """A source starts: its first range is scanned by the main database (what the scan of a
@@ -858,7 +910,7 @@ class HyperscanScanner:
 
     def _whole_key(self) -> _KeyFlags:
         _patterns, _first, _probes, _sources, _ids, key_flags, rejected = self._whole_from
-        return (*key_flags, "whole", ",".join(map(str, rejected)), ",".join(map(str, sorted(self._narrow))))
+        return _whole_key(key_flags, rejected, self._narrow)
 
     def _build_whole(self) -> Database | None:
         """The whole database (see "a dense run of narrowed lines") of this scanner's patterns, from
