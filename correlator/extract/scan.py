@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import os
 import re
+import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -587,6 +589,9 @@ def _compile_apart(job: Callable[[], object], detach: bool = False) -> int | Non
         code = 1
         try:
             if not detach or os.fork() == 0:
+                # (a lock another thread held at the fork would hang it: SIGALRM's default ends it)
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(COMPILE_APART_SECONDS)
                 job()
             code = 0
         finally:
@@ -597,10 +602,21 @@ def _compile_apart(job: Callable[[], object], detach: bool = False) -> int | Non
     return pid
 
 
+#: how long a compile in a child may take before it is ended (seconds; a compile takes ~3)
+COMPILE_APART_SECONDS = 120
+
+
 def _reap(pid: int) -> None:
+    """Wait for a child of ``_compile_apart``: at most COMPILE_APART_SECONDS, then it is killed."""
+    deadline = time.monotonic() + COMPILE_APART_SECONDS
     try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:  # (reaped elsewhere: a SIGCHLD handler)
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.01)
+    except (ChildProcessError, ProcessLookupError):  # (reaped elsewhere: a SIGCHLD handler)
         pass
 
 
