@@ -332,7 +332,7 @@ def test_a_dense_range_gives_the_candidates_of_the_line_by_line_path(rules, monk
 def test_the_whole_database_is_cached_beside_the_main_one_or_built_when_asked(rules, monkeypatch, tmp_path):
     """The database a dense range is scanned with after another (``_whole_pair``: the main
     database's patterns with the narrowed ones whole): where the main one is compiled (a cold
-    cache), a forked child compiles and caches it meanwhile, and the scanner loads it when first
+    cache), a detached child compiles and caches it meanwhile, and the scanner loads it when first
     asked; where it is not cached, a detached child caches it for the next scanner and this one
     goes on without it."""
     if not hyperscan_available():
@@ -350,14 +350,18 @@ def test_the_whole_database_is_cached_beside_the_main_one_or_built_when_asked(ru
     sc = Engine(rules).scanner  # cold: the main database compiled here, the whole one by a child
     assert isinstance(sc, HyperscanScanner) and sc._whole == scan._UNBUILT
     _patterns, _first, _probes, sources, ids, _flags, _rejected = sc._whole_from
-    assert scan._cache_load(sources, ids, sc._whole_key()) is not None
+
+    def cached_soon() -> bool:  # (the child is waited for by nobody: its file appears when it is done)
+        for _ in range(600):
+            if scan._cache_load(sources, ids, sc._whole_key()) is not None:
+                return True
+            time.sleep(0.1)
+        return False
+
+    assert cached_soon()
     assert sc._whole_pair() is not None
     # evicted (the main one kept): the next scanner goes without, and a child caches it again
     (tmp_path / f"hs-{scan._cache_key(sources, ids, sc._whole_key())}.db").unlink()
     again = Engine(rules).scanner
     assert isinstance(again, HyperscanScanner) and again._whole_pair() is None
-    for _ in range(600):
-        if scan._cache_load(sources, ids, sc._whole_key()) is not None:
-            break
-        time.sleep(0.1)
-    assert scan._cache_load(sources, ids, sc._whole_key()) is not None
+    assert cached_soon()

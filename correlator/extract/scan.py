@@ -14,7 +14,6 @@ import functools
 import os
 import re
 import signal
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -548,12 +547,12 @@ class KeywordScanner:
 # finds, which is what the two scans keep, so the candidates are the same; only the count of
 # reports differs. A range with fewer narrowed matches than DENSE_REPORTS goes back to the main
 # database. Compiling the whole database costs as much as the main one (seconds). A process that
-# compiles the main one (its cache is cold) has a forked child compile and cache the whole one
-# meanwhile (``_compile_apart``: on another core, and not in this process, where two compiles at
-# once took 250 MB against 155 for one), so the next runs load it. A process loads it from the
-# cache when it first meets a dense range (every range after that, and every source, is then scanned
-# alike); where it is not cached (evicted, or the cache is off) a detached child compiles it for the
-# next runs and this process goes on with the main database alone.
+# compiles the main one (its cache is cold) has a detached child compile and cache the whole one
+# meanwhile (``_compile_apart``: on another core and in its own memory -- one process compiling both
+# at once took 250 MB against 155 for one -- and waited for by nobody), so the next runs load it. A
+# process loads it from the cache when it first meets a dense range (every range after that, and
+# every source, is then scanned alike); where it is not cached (not yet, evicted, or the cache is
+# off) a detached child compiles it for the next runs and this process goes on with the main one.
 
 
 def _whole_key(key_flags: _KeyFlags, rejected: Sequence[int], narrowed: frozenset[int]) -> _KeyFlags:
@@ -574,21 +573,27 @@ def _cache_whole(hs: ModuleType, patterns: Sequence[Pattern], first: dict[str, i
     _cache_store(sources, ids, _whole_key(key_flags, (), narrowed), db, ())
 
 
-def _compile_apart(job: Callable[[], object], detach: bool = False) -> int | None:
-    """Run ``job`` in a forked child (the pid, to reap), beside this process's own work: Hyperscan's
-    compiles take seconds and a hundred MB each, and two in one process held both at once.
-    ``detach``: in a grandchild that nothing waits for (None). None where there is no fork or no
-    cache to leave the result in."""
+def _compile_apart(job: Callable[[], object]) -> None:
+    """Run ``job`` in a detached grandchild: this process goes on at once (its start is its own
+    compile's, not the longer of two), the compile runs on another core and in its own memory
+    (Hyperscan's compiles take seconds and a hundred MB; two in one process held both at once),
+    and nothing waits for it. It holds none of this process's files (a pipe read to its end by the
+    caller of ``correlate`` ends with ``correlate``) and ends after COMPILE_APART_SECONDS at most.
+    Nothing is done where there is no fork or no cache to leave the result in."""
     if not TRIM_HEADS or not hasattr(os, "fork") or cache_dir() is None:
-        return None
+        return
     try:
         pid = os.fork()
     except OSError:
-        return None
-    if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
+        return
+    if pid == 0:  # pragma: no cover - the child and grandchild (their coverage is not collected)
         code = 1
         try:
-            if not detach or os.fork() == 0:
+            if os.fork() == 0:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.closerange(3, 1 << 16)
                 # (a lock another thread held at the fork would hang it: SIGALRM's default ends it)
                 signal.signal(signal.SIGALRM, signal.SIG_DFL)
                 signal.alarm(COMPILE_APART_SECONDS)
@@ -596,30 +601,14 @@ def _compile_apart(job: Callable[[], object], detach: bool = False) -> int | Non
             code = 0
         finally:
             os._exit(code)
-    if detach:
-        _reap(pid)  # (the child ends at once; its own child, orphaned, is init's)
-        return None
-    return pid
-
-
-#: how long a compile in a child may take before it is ended (seconds; a compile takes ~3)
-COMPILE_APART_SECONDS = 120
-
-
-def _reap(pid: int) -> None:
-    """Wait for a child of ``_compile_apart``: at most COMPILE_APART_SECONDS, then it is killed."""
-    deadline = time.monotonic() + COMPILE_APART_SECONDS
     try:
-        while os.waitpid(pid, os.WNOHANG) == (0, 0):
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return
-            time.sleep(0.01)
-    except (ChildProcessError, ProcessLookupError):  # (reaped elsewhere: a SIGCHLD handler)
+        os.waitpid(pid, 0)  # (the child ends at once; its own child, orphaned, is init's)
+    except ChildProcessError:  # (reaped elsewhere: a SIGCHLD handler)
         pass
 
 
+#: how long a compile in a detached child may take before it is ended (seconds; one takes ~3)
+COMPILE_APART_SECONDS = 120
 #: the whole database not looked for yet (``HyperscanScanner._whole``)
 _UNBUILT = "unbuilt"
 
@@ -674,12 +663,12 @@ class HyperscanScanner:
         sources = [p.regex.encode("utf-8", "surrogatepass") for p in unique]
         key_flags = (flags, PROBE_VERSION if probes is not None else 0, _converter_digest(), TRIM_HEADS)
         cached = _cache_load(sources, ids, key_flags)
-        apart: int | None = None
         if cached is not None:
             db, rejected_ids = cached
         else:
             exprs = [_hs_regex(p.regex) for p in unique]
-            apart = _compile_apart(lambda: _cache_whole(hyperscan, patterns, first, probes, sources, ids, key_flags))
+            # (detached: this process's start is its own compile's, not the longer of the two)
+            _compile_apart(lambda: _cache_whole(hyperscan, patterns, first, probes, sources, ids, key_flags))
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
             if db is not None and probes is not None:
                 wanted = self._probes(patterns, first, probes)
@@ -724,8 +713,6 @@ class HyperscanScanner:
         # the whole database (``_whole_pair``): not looked for yet, loaded, or None (none to use)
         self._whole: str | tuple[Database, Scratch] | None = _UNBUILT if self._narrow else None
         self._whole_from = (patterns, first, probes, sources, ids, key_flags, tuple(rejected_ids))
-        if apart is not None:  # (it has cached the whole database the main one's compile assumed)
-            _reap(apart)
         #: whether the last range had DENSE_REPORTS narrowed reports (the next is scanned whole)
         self._dense_next = False
         #: the narrowed ids with the ids that share their regex
@@ -913,7 +900,7 @@ class HyperscanScanner:
                 if compile_here:
                     db = self._build_whole()
                 else:
-                    _compile_apart(self._build_whole, detach=True)
+                    _compile_apart(self._build_whole)
             got = self._whole = (db, self._hs.Scratch(db)) if db is not None else None
         return got  # type: ignore[return-value]
 
