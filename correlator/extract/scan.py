@@ -562,15 +562,16 @@ def _whole_key(key_flags: _KeyFlags, rejected: Sequence[int], narrowed: frozense
 
 def _cache_whole(hs: ModuleType, patterns: Sequence[Pattern], first: dict[str, int],
                  probes: Callable[[], dict[int, list[str]]] | None, sources: Sequence[bytes], ids: Sequence[int],
-                 key_flags: _KeyFlags) -> None:
-    """Compile, check and cache the whole database of a rule set whose main database refuses no
-    pattern and narrows every pattern it may (what its compile most often ends with)."""
-    regex_of = {p.id: p.regex for p in patterns if first[p.regex] == p.id}
-    narrowed = frozenset(i for i in ids if _narrowable(regex_of[i]))
-    if not narrowed:
-        return
-    db = _whole_checked(hs, _whole_db(hs, patterns, first, ids, narrowed), patterns, first, probes, ids)
-    _cache_store(sources, ids, _whole_key(key_flags, (), narrowed), db, ())
+                 key_flags: _KeyFlags, rejected: Sequence[int], narrowed: frozenset[int]) -> Database | None:
+    """Compile, check and cache the whole database of a rule set (``ids``: its compiled regexes'
+    ids) whose main database refused ``rejected`` and narrowed ``narrowed``; None (cached as such)
+    when it is not to be used."""
+    gone = set(rejected)
+    kept = [i for i in ids if i not in gone]
+    db = _whole_checked(hs, _whole_db(hs, patterns, first, kept, narrowed), patterns, first, probes, kept) \
+        if narrowed else None
+    _cache_store(sources, ids, _whole_key(key_flags, rejected, narrowed), db, ())
+    return db
 
 
 def _compile_apart(job: Callable[[], object]) -> None:
@@ -668,7 +669,10 @@ class HyperscanScanner:
         else:
             exprs = [_hs_regex(p.regex) for p in unique]
             # (detached: this process's start is its own compile's, not the longer of the two)
-            _compile_apart(lambda: _cache_whole(hyperscan, patterns, first, probes, sources, ids, key_flags))
+            # (for what the main compile most often ends with: no pattern refused, every one it may narrowed)
+            assumed = frozenset(i for p, i in zip(unique, ids) if _narrowable(p.regex))
+            _compile_apart(lambda: _cache_whole(hyperscan, patterns, first, probes, sources, ids, key_flags, (),
+                                                assumed))
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
             if db is not None and probes is not None:
                 wanted = self._probes(patterns, first, probes)
@@ -911,13 +915,8 @@ class HyperscanScanner:
     def _build_whole(self) -> Database | None:
         """Compile, check and cache the whole database (see "a dense run of narrowed lines") of this
         scanner's patterns (None: not to be used, cached as such)."""
-        patterns, first, probes, sources, ids, _key_flags, rejected = self._whole_from
-        gone = set(rejected)
-        kept = [i for i in ids if i not in gone]
-        db = _whole_checked(self._hs, _whole_db(self._hs, patterns, first, kept, self._narrow), patterns, first, probes,
-                            kept)
-        _cache_store(sources, ids, self._whole_key(), db, ())
-        return db
+        patterns, first, probes, sources, ids, key_flags, rejected = self._whole_from
+        return _cache_whole(self._hs, patterns, first, probes, sources, ids, key_flags, rejected, self._narrow)
 
     def _narrowed(self, data: bytes, end: int, lines: dict[int, set[int]]) -> None:
         """Take from ``lines`` each pattern whose head was trimmed where its whole expression does
