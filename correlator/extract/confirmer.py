@@ -946,15 +946,10 @@ class Confirmer:
         facts = list(compress(region, map(nccl_only.__eq__, map(lines.__getitem__, region))))
         if not facts:
             return order
-        # (each line's bytes sliced in C, as ``Buffer.raw_lines`` gives them: no Python step per line)
-        data = buf.data
-        ends = list(map(data.find, repeat(b"\n"), facts))
-        if ends[-1] < 0:  # (the buffer's last line, without a newline: only the last can be)
-            ends[-1] = len(data)
-        if max(map(sub, ends, facts)) > MAX_LINE_BYTES:
-            short = list(map(le, map(sub, ends, facts), repeat(MAX_LINE_BYTES)))
-            facts, ends = list(compress(facts, short)), list(compress(ends, short))
-        raws = list(map(data.__getitem__, map(slice, facts, ends)))
+        raws = buf.raw_lines(facts)
+        if max(map(len, raws)) > MAX_LINE_BYTES:
+            short = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES]
+            facts, raws = [facts[k] for k in short], [raws[k] for k in short]
         said = set(compress(facts, self.statements.nccl_lines_said(raws)))
         return list(filterfalse(said.__contains__, order)) if said else order
 

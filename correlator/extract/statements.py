@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import compress, count
-from operator import and_, not_
 
 from correlator.extract import dialects
 from correlator.extract.lines import Buffer, Context, parse_line, same_writer
@@ -200,20 +198,15 @@ class Statements:
             plain = [raw.isascii() and b"\x1b" not in raw and b"\r" not in raw for raw in raws]
             joined = b"\n".join(raw if ok else b"" for raw, ok in zip(raws, plain, strict=True))
         seen = self._nccl_lines
-        keys = _nccl_keys(joined)
-        # (a set lookup each, in C; then the lines not seen before the block, in order: a key may be
-        # kept by a line before it in the block, and the cap counts the keys kept so far)
-        out = list(map(seen.__contains__, keys))
-        if plain is not None:
-            out = list(map(and_, out, plain))
-        for k in compress(count(), map(not_, out)):
-            if plain is not None and not plain[k]:
-                continue
-            key = keys[k]
+        out: list[bool] = []
+        said = out.append
+        for k, key in enumerate(_nccl_keys(joined)):
             if key in seen:
-                out[k] = True
-            elif len(seen) < NCCL_LINES_KEPT:
+                said(plain is None or plain[k])
+                continue
+            if len(seen) < NCCL_LINES_KEPT and (plain is None or plain[k]):
                 seen.add(key)
+            said(False)
         return out
 
     def check_writers(self, region: bytes) -> None:
