@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -327,24 +328,36 @@ def test_a_dense_range_gives_the_candidates_of_the_line_by_line_path(rules, monk
             assert trimmed.scan_range(data, begin, len(data)) == plain, ("whole database", dense)
 
 
+@pytest.mark.slow  # (two compiles of the built-in rules' databases: ~10 s)
 def test_the_whole_database_is_cached_beside_the_main_one_or_built_when_asked(rules, monkeypatch, tmp_path):
     """The database a dense range is scanned with after another (``_whole_pair``: the main
     database's patterns with the narrowed ones whole): where the main one is compiled (a cold
-    cache), a forked child compiles and caches it meanwhile; without a cache it is compiled in a
-    thread when first asked for."""
+    cache), a forked child compiles and caches it meanwhile, and the scanner loads it when first
+    asked; where it is not cached, a detached child caches it for the next scanner and this one
+    goes on without it."""
     if not hyperscan_available():
         return
+    import time
+
     from correlator.extract import scan
     from correlator.extract.extractor import Engine
 
     trimmed, _whole, _pats = _scanner_pair(rules, monkeypatch)  # (no cache)
-    assert isinstance(trimmed._whole, scan._Building) and trimmed._whole.thread is None
-    got = trimmed._whole_pair(wait=True)
+    assert trimmed._whole == scan._UNBUILT
+    got = trimmed._whole_pair(compile_here=True)
     assert got is not None and trimmed._whole is got
     monkeypatch.setenv("CORRELATE_CACHE", str(tmp_path))
     sc = Engine(rules).scanner  # cold: the main database compiled here, the whole one by a child
-    assert isinstance(sc, HyperscanScanner) and isinstance(sc._whole, scan._Building) and sc._whole.thread is None
+    assert isinstance(sc, HyperscanScanner) and sc._whole == scan._UNBUILT
     _patterns, _first, _probes, sources, ids, _flags, _rejected = sc._whole_from
-    cached = scan._cache_load(sources, ids, sc._whole_key())
-    assert cached is not None and cached[0] is not None
-    assert sc._whole_pair(wait=True) is not None
+    assert scan._cache_load(sources, ids, sc._whole_key()) is not None
+    assert sc._whole_pair() is not None
+    # evicted (the main one kept): the next scanner goes without, and a child caches it again
+    (tmp_path / f"hs-{scan._cache_key(sources, ids, sc._whole_key())}.db").unlink()
+    again = Engine(rules).scanner
+    assert isinstance(again, HyperscanScanner) and again._whole_pair() is None
+    for _ in range(600):
+        if scan._cache_load(sources, ids, sc._whole_key()) is not None:
+            break
+        time.sleep(0.1)
+    assert scan._cache_load(sources, ids, sc._whole_key()) is not None

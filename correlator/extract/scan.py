@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -549,9 +548,10 @@ class KeywordScanner:
 # database. Compiling the whole database costs as much as the main one (seconds). A process that
 # compiles the main one (its cache is cold) has a forked child compile and cache the whole one
 # meanwhile (``_compile_apart``: on another core, and not in this process, where two compiles at
-# once took 250 MB against 155 for one), so the next runs load it. A process that finds the main
-# one cached and not the whole one loads or compiles it in a thread when it first meets a dense
-# range (Hyperscan's compiler leaves the GIL); ranges go on with the main one until it is there.
+# once took 250 MB against 155 for one), so the next runs load it. A process loads it from the
+# cache when it first meets a dense range (every range after that, and every source, is then scanned
+# alike); where it is not cached (evicted, or the cache is off) a detached child compiles it for the
+# next runs and this process goes on with the main database alone.
 
 
 def _whole_key(key_flags: _KeyFlags, rejected: Sequence[int], narrowed: frozenset[int]) -> _KeyFlags:
@@ -572,10 +572,11 @@ def _cache_whole(hs: ModuleType, patterns: Sequence[Pattern], first: dict[str, i
     _cache_store(sources, ids, _whole_key(key_flags, (), narrowed), db, ())
 
 
-def _compile_apart(job: Callable[[], None]) -> int | None:
-    """Run ``job`` in a forked child (the pid), beside this process's own compile: Hyperscan's
-    compiles take seconds and a hundred MB each, and two in one process held both at once. None
-    where there is no fork or no cache to leave the result in."""
+def _compile_apart(job: Callable[[], object], detach: bool = False) -> int | None:
+    """Run ``job`` in a forked child (the pid, to reap), beside this process's own work: Hyperscan's
+    compiles take seconds and a hundred MB each, and two in one process held both at once.
+    ``detach``: in a grandchild that nothing waits for (None). None where there is no fork or no
+    cache to leave the result in."""
     if not TRIM_HEADS or not hasattr(os, "fork") or cache_dir() is None:
         return None
     try:
@@ -585,10 +586,14 @@ def _compile_apart(job: Callable[[], None]) -> int | None:
     if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
         code = 1
         try:
-            job()
+            if not detach or os.fork() == 0:
+                job()
             code = 0
         finally:
             os._exit(code)
+    if detach:
+        _reap(pid)  # (the child ends at once; its own child, orphaned, is init's)
+        return None
     return pid
 
 
@@ -599,22 +604,8 @@ def _reap(pid: int) -> None:
         pass
 
 
-class _Building:
-    """The whole database being built: the thread, and what it gave."""
-
-    def __init__(self) -> None:
-        self.thread: threading.Thread | None = None
-        self.db: Database | None = None
-
-    def start(self, build: Callable[[], Database | None]) -> None:
-        def run() -> None:
-            try:
-                self.db = build()
-            except Exception:  # noqa: BLE001 - refused or out of memory: the main database goes on
-                self.db = None
-
-        self.thread = threading.Thread(target=run, name="correlate-whole-db", daemon=True)
-        self.thread.start()
+#: the whole database not looked for yet (``HyperscanScanner._whole``)
+_UNBUILT = "unbuilt"
 
 
 def _whole_db(hs: ModuleType, patterns: Sequence[Pattern], first: dict[str, int], kept: Sequence[int],
@@ -714,8 +705,8 @@ class HyperscanScanner:
                 self._narrow = frozenset(narrowed)
         #: the pattern ids whose lines are checked again with their whole expression
         self.narrowed = self._narrow
-        # the whole database (``_whole_pair``): unbuilt, being built (a thread), built or None
-        self._whole: _Building | tuple[Database, Scratch] | None = _Building() if self._narrow else None
+        # the whole database (``_whole_pair``): not looked for yet, loaded, or None (none to use)
+        self._whole: str | tuple[Database, Scratch] | None = _UNBUILT if self._narrow else None
         self._whole_from = (patterns, first, probes, sources, ids, key_flags, tuple(rejected_ids))
         if apart is not None:  # (it has cached the whole database the main one's compile assumed)
             _reap(apart)
@@ -891,34 +882,33 @@ class HyperscanScanner:
         source reports depends on that source alone)."""
         self._dense_next = False
 
-    def _whole_pair(self, wait: bool = False) -> tuple[Database, Scratch] | None:
-        """The whole database and its scratch, or None (none to build, or not built yet: it is
-        loaded from the disk cache or compiled in a thread, while ranges go on with the main one;
-        ``wait``: until it is built)."""
+    def _whole_pair(self, compile_here: bool = False) -> tuple[Database, Scratch] | None:
+        """The whole database and its scratch, or None. Looked for once, when a range first needs it:
+        from the disk cache (milliseconds), so that every range after that and every source of this
+        process is scanned alike. Not there: a detached child compiles and caches it for the next
+        runs (``_compile_apart``) and this process goes on without it (``compile_here``: compiled
+        here, seconds; a test's)."""
         got = self._whole
-        if isinstance(got, _Building):
-            if got.thread is None:
-                got.start(self._build_whole)
-            if wait:
-                got.thread.join()  # type: ignore[union-attr]
-            if got.thread.is_alive():  # type: ignore[union-attr]
-                return None
-            # (a thread this process did not run -- it was forked from one that did -- leaves None)
-            db = got.db
+        if got == _UNBUILT:
+            patterns, first, probes, sources, ids, _key_flags, rejected = self._whole_from
+            cached = _cache_load(sources, ids, self._whole_key())
+            db = cached[0] if cached is not None else None
+            if cached is None:
+                if compile_here:
+                    db = self._build_whole()
+                else:
+                    _compile_apart(self._build_whole, detach=True)
             got = self._whole = (db, self._hs.Scratch(db)) if db is not None else None
-        return got
+        return got  # type: ignore[return-value]
 
     def _whole_key(self) -> _KeyFlags:
         _patterns, _first, _probes, _sources, _ids, key_flags, rejected = self._whole_from
         return _whole_key(key_flags, rejected, self._narrow)
 
     def _build_whole(self) -> Database | None:
-        """The whole database (see "a dense run of narrowed lines") of this scanner's patterns, from
-        the disk cache, else compiled, checked and cached (None: not to be used, cached as such)."""
+        """Compile, check and cache the whole database (see "a dense run of narrowed lines") of this
+        scanner's patterns (None: not to be used, cached as such)."""
         patterns, first, probes, sources, ids, _key_flags, rejected = self._whole_from
-        cached = _cache_load(sources, ids, self._whole_key())
-        if cached is not None:
-            return cached[0]
         gone = set(rejected)
         kept = [i for i in ids if i not in gone]
         db = _whole_checked(self._hs, _whole_db(self._hs, patterns, first, kept, self._narrow), patterns, first, probes,
