@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, findings, scanned_pieces
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jobs import T0, combined_srun, glog, py, rank_lines
 
@@ -907,6 +907,7 @@ _DENSE_LINES = (
     "gpu-a01:40000:40000 [0] NCCL INFO comm 0x{h} rank 0 nranks 8 cudaDev 0 busId 08000 \x1b[0m- Init START",
     "gpu-a{j:02d}:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}",
     "gpu-a01:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}",
+    "gpu-a01:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank 1{i}",
     "[2024-03-05 10:12:{j:02d},118] [INFO] [fused_optimizer.py:171:step] [deepspeed] fp16 dynamic loss scale "
     "overflow! Skipping step. Attempted loss scale: 65536",
     "W0616 00:37:{j:02d}.830000 4015698 torch/distributed/elastic/agent/server/api.py:719] Received "
@@ -925,6 +926,10 @@ _DENSE_LINES = (
     "gpu-\u00e901:40000:4007{d} [0] NCCL INFO [Service thread] Connection closed by localRank {d}",
     "2026-03-02 14:01:{j:02d},000 - train - INFO - step={i} loss=2.9067",
     "filler line {i} with nothing in it",
+    # (lines the scan finds that their rule's ``not`` pattern then rejects)
+    "DataLoader worker (pid {i}) is killed by signal: Terminated.",
+    "2026-01-0{d} 00:00:{j:02d} DataLoader worker (pid {i}) is killed by signal: Terminated.",
+    "2026-01-0{d} 00:00:{j:02d} DataLoader worker (pid {i}) is killed by signal: Killed.",
 )
 
 
@@ -971,6 +976,38 @@ def test_dense_lines_give_the_digest_of_the_line_by_line_path(engine, data, chun
          statements.NCCL_LINES_KEPT) = saved
     assert fast == slow
     assert fast_alone == slow
+
+
+_HS_ENGINES: dict[int, Engine] = {}
+
+
+@needs_hs
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_dense_log(), st.sampled_from([None, 700]))
+# (past their rule's first KEEP_FIRST lines, lines the scan finds and the rule's ``not`` rejects)
+@example(data="".join(f"2026-01-01 00:00:{i % 60:02d} DataLoader worker (pid {i}) is killed by signal: "
+                      f"{'Killed' if i < 60 or i % 3 else 'Terminated'}.\n" for i in range(200)).encode(), chunk=None)
+def test_the_count_lane_confirms_by_hyperscan_what_regex_confirms(rules, data, chunk):
+    """The count lane asks the rule's exact Hyperscan database (``lanes.ExactLines``) which lines it
+    confirms, and picks its plain lines with C-level maps: the digest equals the one where ``regex``
+    confirms them (``EXACT_LANE`` off) and the line-by-line one, in any block size."""
+    import correlator.extract.confirmer as confirmer
+
+    engine = _HS_ENGINES.setdefault(id(rules), Engine(rules, "hyperscan"))
+    opts = ExtractOptions(tz=UTC, **({"chunk_bytes": chunk} if chunk else {}))
+    src = SourceInfo(path="rank-3.log", kind="memory", size=len(data), file_rank=3)
+    saved = (confirmer.EXACT_LANE, confirmer.BULK_LANE, confirmer.COUNT_LANE, confirmer.BULK_MIN_CANDIDATES)
+    confirmer.BULK_MIN_CANDIDATES = 0
+    confirmer.BULK_LANE = False  # (every line the count lane leaves goes line by line)
+    try:
+        exact = extract(src, engine, opts, stream=io.BytesIO(data))
+        confirmer.EXACT_LANE = False
+        by_regex = extract(src, engine, opts, stream=io.BytesIO(data))
+        confirmer.COUNT_LANE = False
+        slow = extract(src, engine, opts, stream=io.BytesIO(data))
+    finally:
+        confirmer.EXACT_LANE, confirmer.BULK_LANE, confirmer.COUNT_LANE, confirmer.BULK_MIN_CANDIDATES = saved
+    assert findings(exact) == findings(by_regex) == findings(slow)
 
 
 def test_the_count_lane_takes_a_dense_nccl_log(engine, monkeypatch):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate, compress, filterfalse, repeat
-from operator import add, eq, is_not, itemgetter, or_, sub
+from operator import add, and_, contains, eq, is_not, itemgetter, le, not_, or_, sub
 from typing import TYPE_CHECKING
 
 from correlator.extract.lanes import exact_lines
@@ -1064,38 +1064,61 @@ class Confirmer:
             rules.append(ri)
         if not starts:
             return None
-        raws = buf.raw_lines(starts)
+        data = buf.data
+        ends = list(map(data.find, repeat(b"\n"), starts))
+        if ends[-1] < 0:  # (the buffer's last line, without a newline: only the last can be)
+            ends[-1] = len(data)
+        raws = list(map(data.__getitem__, map(slice, starts, ends)))
         joined = b"\n".join(raws)
-        if (max(map(len, raws)) > MAX_LINE_BYTES or joined.translate(None, _PLAIN_BYTES + b"\n") or b"]:" in joined
+        if (max(map(sub, ends, starts)) > MAX_LINE_BYTES or joined.translate(None, _PLAIN_LINES) or b"]:" in joined
                 or b"]<std" in joined):  # (else every line is plain: not asked one by one)
-            plain = [k for k, raw in enumerate(raws) if len(raw) <= MAX_LINE_BYTES
-                     and not raw.translate(None, _PLAIN_BYTES) and b"]:" not in raw and b"]<std" not in raw]
-            starts, rules, raws = [starts[k] for k in plain], [rules[k] for k in plain], [raws[k] for k in plain]
+            # (each asked in C: a line that is not plain is one among many plain ones)
+            plain = list(map(and_, map(le, map(sub, ends, starts), repeat(MAX_LINE_BYTES)),
+                             map(not_, map(bytes.translate, raws, repeat(None), repeat(_PLAIN_BYTES)))))
+            for mark in (b"]:", b"]<std"):
+                if mark in joined:
+                    plain = list(map(and_, plain, map(not_, map(contains, raws, repeat(mark)))))
+            starts, rules, raws = list(compress(starts, plain)), list(compress(rules, plain)), list(compress(raws, plain))
             joined = b"\n".join(raws)
         prefixed = maybe_prefixed(raws, joined, self.ctx.hyperscan)
         texts = joined.decode("ascii").split("\n") if raws else []
-        groups: dict[int, tuple[list[int], list[str]]] = {}
+        groups: dict[int, tuple[list[int], list[str], list[bytes]]] = {}
         if True in prefixed or len(set(rules)) > 1:
-            for start, ri, text, no in zip(starts, rules, texts, prefixed, strict=True):
+            for start, ri, text, raw, no in zip(starts, rules, texts, raws, prefixed, strict=True):
                 if no:
                     continue
                 got = groups.get(ri)
                 if got is None:
-                    got = groups[ri] = ([], [])
+                    got = groups[ri] = ([], [], [])
                 got[0].append(start)
                 got[1].append(text)
+                got[2].append(raw)
         elif starts:
-            groups[rules[0]] = (starts, texts)
+            groups[rules[0]] = (starts, texts, raws)
         lane = _Lane(set(), {})
         judged = lane.judged
-        for ri, (group, texts) in groups.items():
+        finder = window_finder() if self.ctx.hyperscan and EXACT_LANE else None
+        for ri, (group, texts, group_raws) in groups.items():
             bulk = rs.bulk(ri)
             assert bulk is not None
-            oks = bulk.confirms(texts)
+            # (Hyperscan's exact database of the rule, as the bulk lane asks it: a callback per line,
+            # not a ``regex`` match object; else ``regex`` searches the lines joined)
+            exact = exact_lines(rs.rules[ri], bulk.not_literals) if finder is not None else None
+            if exact is not None:
+                places = list(accumulate(map(add, map(len, group_raws[:-1]), repeat(1)), initial=0))
+                yes = exact.confirmed(b"\n".join([b"", *group_raws]), places)
+                if len(yes) == len(group):
+                    oks: list[bool] | None = [True] * len(group)
+                else:
+                    oks = [False] * len(group)
+                    for k in yes:
+                        oks[k] = True
+            else:
+                oks = bulk.confirms(texts)
             if oks is None:
                 continue  # a pattern ran past the time limit: one by one, with the rule's budget
             stamped = lines_may_hold_stamp(texts)
-            named = [" kernel: " in text or " NCCL " in text for text in texts]
+            named = list(map(or_, map(contains, texts, repeat(" kernel: ")), map(contains, texts, repeat(" NCCL "))))
             if all(oks) and (not leave_plain or all(map(or_, stamped, named))):  # (all taken: as they are)
                 judged.update(group)
                 lane.rules[ri] = (group, texts, stamped, named)

@@ -15,6 +15,8 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import tzinfo
+from itertools import accumulate, repeat
+from operator import add
 
 from correlator.extract.prefixes import Prefix, nccl_origin, rank_in_text, split_prefix, strip_ansi
 from correlator.extract.scan import MAYBE_PREFIX, Scanner
@@ -327,19 +329,19 @@ def maybe_prefixed(raws: list[bytes], joined: bytes | None = None, hyperscan: bo
     out = [False] * len(raws)
     if not raws:
         return out
-    at: dict[int, int] = {}  # a line's newline in the joined bytes -> its index
-    pos = 0
-    for k, raw in enumerate(raws):
-        at[pos] = k
-        pos += len(raw) + 1
     text = b"\n" + (b"\n".join(raws) if joined is None else joined)
     finder = None
     if hyperscan:
         from correlator.extract.scan import window_finder
 
         finder = window_finder()
-    if finder is not None:
-        for start in finder.maybe_prefix_lines(text):
+    found = finder.maybe_prefix_lines(text) if finder is not None else None
+    if found == []:
+        return out
+    # a line's newline in the joined bytes -> its index (built in C, and only when asked)
+    at = dict(zip(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0), range(len(raws))))
+    if found is not None:
+        for start in found:
             out[at[start - 1]] = True
         return out
     for m in MAYBE_PREFIX_RE.finditer(text):

@@ -15,6 +15,8 @@ import zoneinfo
 from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
+from itertools import accumulate, repeat
+from operator import add
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -264,11 +266,7 @@ def lines_may_hold_stamp(texts: list[str]) -> list[bool]:
     out = [False] * len(texts)
     if not texts:
         return out
-    at = [0] * len(texts)  # each text's start in the joined text
-    pos = 0
-    for k, t in enumerate(texts):
-        at[k] = pos
-        pos += len(t) + 1
+    at = list(accumulate(map(add, map(len, texts[:-1]), repeat(1)), initial=0))  # each text's start in the joined text
     joined = "\n".join(texts)
     k = -1
     for m in (_CLOCK_AT_COLON if FAST_NEEDS else _NEEDS_LINES).finditer(joined):
