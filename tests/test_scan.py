@@ -293,8 +293,9 @@ def test_narrowed_candidates_are_the_whole_patterns_candidates(rules, monkeypatc
 
 def test_a_dense_range_gives_the_candidates_of_the_line_by_line_path(rules, monkeypatch):
     """Where a range has many reports, its lines come from numpy and the narrowed patterns from one
-    scan of the whole range or of their lines joined (``DENSE_REPORTS``, ``NARROW_WHOLE``): the same
-    candidates, with the same patterns, as line by line (random mixes of example lines, decoys and
+    scan of the whole range or of their lines joined (``DENSE_REPORTS``, ``NARROW_WHOLE``), or from
+    each report back in C (``REPORT_LINES_IN_C``), or (after a dense range) from one scan by the whole
+    database: the same candidates, with the same patterns, as line by line (random mixes of example lines, decoys and
     noise, behind prefixes, any cut)."""
     if not hyperscan_available():
         return
@@ -313,8 +314,12 @@ def test_a_dense_range_gives_the_candidates_of_the_line_by_line_path(rules, monk
         data = ("\n".join(lines) + rnd.choice(["\n", ""])).encode("utf-8", "surrogateescape")
         begin = data.find(b"\n", 0, rnd.randint(0, len(data))) + 1
         monkeypatch.setattr(scan, "DENSE_REPORTS", 1 << 30)
+        monkeypatch.setattr(scan, "REPORT_LINES_IN_C", 1 << 30)
         trimmed._dense_next = False
-        plain = trimmed.scan_range(data, begin, len(data))
+        plain = trimmed.scan_range(data, begin, len(data))  # (every report's line one by one)
+        monkeypatch.setattr(scan, "REPORT_LINES_IN_C", 0)
+        trimmed._dense_next = False  # (the lines found back from each report in C, then narrowed)
+        assert trimmed.scan_range(data, begin, len(data)) == plain, "reports' lines in C"
         monkeypatch.setattr(scan, "DENSE_REPORTS", 0)
         for whole in (0, 1 << 30):  # the narrowed lines checked by a scan of the whole range, or joined
             monkeypatch.setattr(scan, "NARROW_WHOLE", whole)

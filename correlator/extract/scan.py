@@ -288,6 +288,9 @@ DENSE_REPORTS = 512
 NARROW_WHOLE = 256
 #: pattern ids are below this: (line start, id) pairs as one integer
 _KEY_SPAN = 1 << 20
+#: a range with at least this many reports has their lines found in C (``_report_lines``), not
+#: one by one (``_lines``): an NCCL_DEBUG=INFO log's thousands of fact lines per range
+REPORT_LINES_IN_C = 64
 #: a range after one with DENSE_REPORTS narrowed reports is scanned by the whole database (see
 #: "a dense run of narrowed lines")
 WHOLE_WHEN_DENSE = True
@@ -775,7 +778,10 @@ class HyperscanScanner:
         elif many:
             lines = self._dense_lines(data, begin, end, tos, pids)
         else:
-            lines = self._lines(data, begin, end, tos, pids)
+            # (many reports: their lines found in C, ``_report_lines``; few: one by one, where a
+            # line's reports after its first cost a comparison)
+            lines = (self._report_lines(data, begin, tos, pids) if len(tos) >= REPORT_LINES_IN_C
+                     else self._lines(data, begin, end, tos, pids))
             if self._narrow and lines:
                 self._narrowed(data, end, lines)
         if self._fallback is not None:
@@ -947,14 +953,16 @@ class HyperscanScanner:
         hit_lines = set(line_of)
         same = self._same
         for k, s in enumerate(check):
-            pids = lines[s]
+            pids = lines[s]  # (a new set where it changes: one may be its pattern's every line's, ``_line_sets``)
             if k not in hit_lines:
-                pids -= every
+                pids = pids - every
             else:
                 for pid in narrow.intersection(pids):
                     if (k, pid) not in hit:
-                        pids.difference_update(same.get(pid, (pid,)))
-            if not pids:
+                        pids = pids - set(same.get(pid, (pid,)))
+            if pids:
+                lines[s] = pids
+            else:
                 del lines[s]
 
 
