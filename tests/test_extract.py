@@ -368,12 +368,17 @@ def test_messages_of_adjacent_lines_are_each_lines_own(data, at, n_before, n_aft
 @example(b"xaxxx", [(0, 1), (3, 5), (1, 5)], b"a")
 def test_holds_before_answers_as_rfind_does_whatever_the_order_of_the_questions(data, spans, lit):
     # the confirmer asks a context rule's required literals of a block in line order, and the buffer
-    # remembers where it found them; out of order, or twice, the answer must still be rfind's
+    # remembers where it found them; out of order, or twice, the answer must still be rfind's (with
+    # its places found by bytes.find, or by Hyperscan as over a long span: ``scan.literal_places``)
+    from correlator.extract import scan
     from correlator.extract.lines import Buffer
-    buf = Buffer(data, 0, 0, 1)
-    for a, b in spans:
-        lo, start = min(a, b), max(a, b)
-        assert buf.holds_before(lit, lo, start) == (data.rfind(lit, lo, start) >= 0), (lo, start)
+    for by_hyperscan in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(scan, "LITERAL_SCAN_BYTES", 0 if by_hyperscan else 1 << 30)
+            buf = Buffer(data, 0, 0, 1)
+            for a, b in spans:
+                lo, start = min(a, b), max(a, b)
+                assert buf.holds_before(lit, lo, start) == (data.rfind(lit, lo, start) >= 0), (lo, start, by_hyperscan)
 
 
 @settings(max_examples=150, deadline=None)

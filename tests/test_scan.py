@@ -370,3 +370,26 @@ def test_the_whole_database_is_cached_beside_the_main_one_or_built_when_asked(ru
     again = Engine(rules).scanner
     assert isinstance(again, HyperscanScanner) and again._whole_pair() is None
     assert cached_soon()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"Q", b"a", b"aa", b"\n", b"x", b" ", b"\xff", b"\x00", b"b"]), max_size=900).map(b"".join),
+       st.sampled_from([b"Exception ignored in", b"aa", b"a\nb", b"\x00\xff", b"x"]),
+       st.integers(0, 3000), st.integers(0, 3000), st.booleans())
+def test_literal_places_are_the_places_find_finds(noise, lit, a, b, by_hyperscan):
+    """``literal_places`` (a context rule's required literal in a block's bytes) gives every place
+    ``bytes.find`` finds one by one from ``pos``, overlapping ones too, whether it asks Hyperscan
+    (a long span) or ``bytes.find``."""
+    import pytest
+
+    from correlator.extract import scan
+
+    data = noise.replace(b"Q", lit)  # (the literal where the noise had a Q: some places, some overlaps)
+    pos, end = sorted((min(a, len(data)), min(b, len(data))))
+    want, i = [], data.find(lit, pos, end)
+    while i >= 0:
+        want.append(i)
+        i = data.find(lit, i + 1, end)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scan, "LITERAL_SCAN_BYTES", 0 if by_hyperscan else 1 << 30)
+        assert scan.literal_places(data, lit, pos, end) == want

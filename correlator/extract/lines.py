@@ -19,7 +19,7 @@ from itertools import accumulate, repeat
 from operator import add
 
 from correlator.extract.prefixes import Prefix, nccl_origin, rank_in_text, split_prefix, strip_ansi
-from correlator.extract.scan import MAYBE_PREFIX, Scanner
+from correlator.extract.scan import MAYBE_PREFIX, Scanner, literal_places
 from correlator.extract.timestamps import Parsed, StampParser, may_hold_stamp_bytes
 from correlator.model import SourceInfo, Who
 from correlator.model.vocabulary import Capture
@@ -141,12 +141,10 @@ class Buffer:
             # further back is answered the plain way (the record holds every place from its floor)
             at.clear()
             st[1] = pos = lo
-        while True:  # every place p with pos <= p <= start - len(lit) goes into ``at``
-            i = data.find(lit, pos, start)
-            if i < 0:
-                break
-            at.append(i)
-            pos = i + 1
+        found = literal_places(data, lit, pos, start)  # every place p with pos <= p <= start - len(lit)
+        if found:
+            at += found
+            pos = found[-1] + 1
         st[2] = max(pos, start - len(lit) + 1)
         k = bisect_left(at, lo)
         return k < len(at) and at[k] + len(lit) <= start
