@@ -42,10 +42,11 @@ Process = Callable[[bytes, int, int, int, int], int]
 
 
 #: bytes a process checks by decoding them before it loads pyarrow's UTF-8 validator: the load costs
-#: ~30 ms CPU once, what decoding ~40 MB of progress-bar text costs (a log of non-ASCII bars, 16% of
-#: its bytes: ``str(b, "utf-8")`` 0.76 s/GB, Arrow's check 0.11 s/GB); ranges under ARROW_MIN_BYTES
-#: are always decoded (the call to Arrow costs ~1 us)
-ARROW_AFTER_BYTES = 32 << 20
+#: ~30 ms CPU once (numpy is in already), what decoding ~40 MB of progress-bar text costs (a log of
+#: non-ASCII bars, 16% of its bytes: ``str(b, "utf-8")`` 0.76 s/GB, Arrow's check 0.11 s/GB), so a
+#: log with a little non-ASCII text never loads it; ranges under ARROW_MIN_BYTES are always decoded
+#: (a call to Arrow costs ~1 us)
+ARROW_AFTER_BYTES = 16 << 20
 ARROW_MIN_BYTES = 4 << 10
 _decoded = 0
 #: Arrow's check once loaded; False: pyarrow is not installed
