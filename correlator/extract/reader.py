@@ -74,7 +74,7 @@ def _load_arrow_valid() -> Callable[[bytes | memoryview], bool] | Literal[False]
 
 def valid_utf8(data: bytes | memoryview) -> bool:
     """Whether ``data`` is valid UTF-8: what ``str(data, "utf-8")`` decodes without an error (Arrow's
-    check, which builds no string, once this process has decoded ARROW_AFTER_BYTES)."""
+    check, which builds no string, once this process has decoded ARROW_AFTER_BYTES of non-ASCII text)."""
     global _decoded, _arrow_valid
     n = len(data)
     if n >= ARROW_MIN_BYTES and _decoded >= ARROW_AFTER_BYTES:
@@ -82,11 +82,12 @@ def valid_utf8(data: bytes | memoryview) -> bool:
             _arrow_valid = _load_arrow_valid()
         if _arrow_valid:
             return _arrow_valid(data)
-    _decoded += n
     try:
-        str(data, "utf-8")
+        text = str(data, "utf-8")
     except UnicodeDecodeError:
         return False
+    if not text.isascii():  # (O(1) on a str; ASCII decodes at memory speed and is no reason to load Arrow)
+        _decoded += n
     return True
 
 
