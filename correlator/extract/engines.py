@@ -319,13 +319,9 @@ def _scan_bytes(engine: Engine, data: bytes, begin: int, n: int, start: int, end
 
 
 def _valid_utf8(data: bytes, begin: int, end: int) -> bool:
-    if data.isascii():
-        return True
-    try:
-        str(memoryview(data)[begin:end], "utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+    from correlator.extract.reader import valid_utf8
+
+    return data.isascii() or valid_utf8(memoryview(data)[begin:end])
 
 
 def _line_marks(data: bytes, begin: int, n: int, start: int, at: list[int]) -> dict[int, int] | None:

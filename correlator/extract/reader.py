@@ -41,6 +41,56 @@ SCAN_IN_PLACE = 4
 Process = Callable[[bytes, int, int, int, int], int]
 
 
+#: bytes a process checks by decoding them before it loads pyarrow's UTF-8 validator: the load costs
+#: ~30 ms CPU once (numpy is in already), what decoding ~40 MB of progress-bar text costs (a log of
+#: non-ASCII bars, 16% of its bytes: ``str(b, "utf-8")`` 0.76 s/GB, Arrow's check 0.11 s/GB), so a
+#: log with a little non-ASCII text never loads it; ranges under ARROW_MIN_BYTES are always decoded
+#: (a call to Arrow costs ~1 us)
+ARROW_AFTER_BYTES = 16 << 20
+ARROW_MIN_BYTES = 4 << 10
+_decoded = 0
+#: Arrow's check once loaded; False: pyarrow is not installed
+_arrow_valid: Callable[[bytes | memoryview], bool] | Literal[False] | None = None
+
+
+def _load_arrow_valid() -> Callable[[bytes | memoryview], bool] | Literal[False]:
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        return False
+    utf8, invalid = pa.large_utf8(), pa.ArrowInvalid
+
+    def arrow_valid(data: bytes | memoryview) -> bool:
+        # one string of the whole range, over its bytes (not copied); its full validation checks UTF-8
+        offsets = pa.py_buffer((0).to_bytes(8, "little") + len(data).to_bytes(8, "little"))
+        try:
+            pa.Array.from_buffers(utf8, 1, [None, offsets, pa.py_buffer(data)]).validate(full=True)
+        except invalid:
+            return False
+        return True
+
+    return arrow_valid
+
+
+def valid_utf8(data: bytes | memoryview) -> bool:
+    """Whether ``data`` is valid UTF-8: what ``str(data, "utf-8")`` decodes without an error (Arrow's
+    check, which builds no string, once this process has decoded ARROW_AFTER_BYTES of non-ASCII text)."""
+    global _decoded, _arrow_valid
+    n = len(data)
+    if n >= ARROW_MIN_BYTES and _decoded >= ARROW_AFTER_BYTES:
+        if _arrow_valid is None:
+            _arrow_valid = _load_arrow_valid()
+        if _arrow_valid:
+            return _arrow_valid(data)
+    try:
+        text = str(data, "utf-8")
+    except UnicodeDecodeError:
+        return False
+    if not text.isascii():  # (O(1) on a str; ASCII decodes at memory speed and is no reason to load Arrow)
+        _decoded += n
+    return True
+
+
 class Hygiene:
     """What the text cleaning hides in a source: NUL bytes, invalid UTF-8, lines cut for length."""
 
@@ -71,11 +121,11 @@ class Hygiene:
         if utf8 is None:
             utf8 = not data.isascii()
         if self.bad_utf8_at is None and utf8:
-            region = data if begin == 0 and end == len(data) else data[begin:end]
-            if region.isascii():
+            region = memoryview(data)[begin:end]
+            if valid_utf8(region):
                 return
-            try:
-                region.decode("utf-8")
+            try:  # (only where the text is not valid: where, and why)
+                str(region, "utf-8")
             except UnicodeDecodeError as e:
                 if e.reason != "unexpected end of data":  # a piece of an over-long line may end mid-character
                     self.bad_utf8_at = offset + e.start

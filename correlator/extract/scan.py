@@ -1426,6 +1426,18 @@ class WindowFinder:
             return -1
         return pos + max(found[0] - 1, 0)
 
+    def hints(self, data: bytes, lo: int, hi: int) -> list[int]:
+        """The end offsets of the stamp hints in ``data[lo:hi]`` (``lo`` a line start), in order (no
+        hint spans a newline, nor looks past its end: those ending by ``x`` are those of ``data[lo:x]``)."""
+        found: list[int] = []
+        add = found.append
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            add(lo + to)
+
+        self._hint.scan(data[lo:hi], match_event_handler=on_match, scratch=self._hint_scratch)
+        return found
+
     def last_hint(self, data: bytes, end: int) -> int:
         """Offset of the last stamp hint before ``end``, or -1 (searched in growing blocks from the end)."""
         size = 64 << 10
