@@ -208,6 +208,10 @@ class LastHints:
 
     def last(self, end: int) -> int:
         """``finder.last_hint(data, end)``: the offset of the last stamp hint before ``end``, or -1."""
+        if 0 < end < len(self.data) and self.data[end - 1] != 10:
+            # (cut inside a line, a hint's last byte may match only there, against the cut: asked
+            # as ``last_hint`` asks; the tail's walk asks at line ends, where none differs)
+            return self.finder.last_hint(self.data, end)
         if not self.lo <= end <= self.hi:
             self.lo = self.hi = end
             self.found = []
