@@ -227,6 +227,7 @@ def _split_and_serial(engine, data: bytes, cuts: list[int], chunk: int | None, m
     return extract(src, engine, opts, stream=io.BytesIO(data), scanner=replay), serial
 
 
+@pytest.mark.slow  # (80 split extractions of up to 1,500 lines, both scanners: ~20-35 s)
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.randoms(use_true_random=False), st.lists(st.integers(min_value=0, max_value=60000), max_size=10),
        st.sampled_from([None, 300, 4096]), st.sampled_from([None, 0, 700, 5000]), st.integers(50, 1500))
@@ -1185,6 +1186,7 @@ def test_pattern_atoms_spell_the_pattern(pieces):
             assert a.text[0] == "\\" and len(a.text) in (2, 4)
 
 
+@pytest.mark.slow  # (every rule pattern over its examples joined and cut: ~20 s)
 def test_line_bounded_patterns_find_in_joined_lines_what_they_find_in_each_line(rules):
     """Every rule pattern the bulk lane may use (``ruleset.line_bounded``), searched over all the rules'
     example lines (printable ASCII, the lane's lines) joined, finds a match in exactly the lines the
