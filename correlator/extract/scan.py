@@ -672,10 +672,12 @@ class HyperscanScanner:
         else:
             exprs = [_hs_regex(p.regex) for p in unique]
             # (detached: this process's start is its own compile's, not the longer of the two)
-            # (for what the main compile most often ends with: no pattern refused, every one it may narrowed)
+            # (for what the main compile most often ends with: no pattern refused, every one it may
+            # narrowed; only for a rule set's scanner, which has probes, not one rule's in ``rules check``)
             assumed = frozenset(i for p, i in zip(unique, ids) if _narrowable(p.regex))
-            _compile_apart(lambda: _cache_whole(hyperscan, patterns, first, probes, sources, ids, key_flags, (),
-                                                assumed))
+            if assumed and probes is not None:
+                _compile_apart(lambda: _cache_whole(hyperscan, patterns, first, probes, sources, ids, key_flags, (),
+                                                    assumed))
             db, rejected_ids = _compile(hyperscan, exprs, ids, flags)
             if db is not None and probes is not None:
                 wanted = self._probes(patterns, first, probes)
