@@ -950,6 +950,7 @@ def _dense_log(draw) -> bytes:
     return ("\n".join(lines) + ("\n" if draw(st.booleans()) else "")).encode()
 
 
+@pytest.mark.slow  # (60 dense logs read three ways, both scanners: ~10-20 s)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_dense_log(), st.sampled_from([None, 700, 4096]), st.sampled_from([None, 3]), st.sampled_from([4096, 3]))
 def test_dense_lines_give_the_digest_of_the_line_by_line_path(engine, data, chunk, file_rank, kept_lines):
@@ -1337,6 +1338,7 @@ def _joined(lines: list[str]) -> tuple[bytes, list[int]]:
 
 
 @needs_hs
+@pytest.mark.slow  # (every rule's exact database built and checked: ~10-15 s)
 def test_exact_lane_confirms_the_lines_regex_confirms(rules):
     """Every line-scope rule's exact Hyperscan database (``lanes.ExactLines``) confirms, among all the
     rules' example lines joined (and their halves), exactly the lines its patterns confirm one by one."""

@@ -8,6 +8,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from correlator.model import DiagCode, Verdict
 from correlator.model.vocabulary import Capture, Tag, near_misses
 from correlator.pipeline import Options, analyze
@@ -130,6 +132,7 @@ def test_a_rule_with_a_misspelt_capture_loads_and_is_warned_about_naming_its_fil
     assert [(p.level, p.path) for p in problems if "exit_code" in p.message] == [("warning", str(path))]
 
 
+@pytest.mark.slow  # (the CLI over a job with a user rule folder: its own rule set compiled, ~10-20 s)
 def test_a_well_spelt_user_rule_gets_no_warning(tmp_path):
     _user_rule(tmp_path, "worker_status")
     log = tmp_path / "train.log"
@@ -169,6 +172,7 @@ def test_the_launcher_tag_not_the_rule_category_says_a_task_is_a_nodes_agent(tmp
     assert _root_rank(tmp_path, untagged) == 1
 
 
+@pytest.mark.slow  # (two user rule sets compiled, ~10-20 s)
 def test_a_root_from_failure_tables_alone_takes_the_rule_tagged_failure_table(tmp_path):
     (tmp_path / "slurm-7.out").write_text((ROOT / "tests" / "fixtures" / "tables-only-slurm-7.out").read_text())
     rules = load_rules()
