@@ -18,11 +18,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import accumulate, compress, filterfalse, repeat
-from operator import add, and_, contains, eq, is_not, itemgetter, le, not_, or_, sub
+from itertools import compress, filterfalse, repeat
+from operator import and_, contains, eq, is_not, itemgetter, le, not_, or_, sub
 from typing import TYPE_CHECKING
 
-from correlator.extract.lanes import exact_lines
+from correlator.extract.lanes import exact_lines, joined_lines
 from correlator.extract.lines import (
     LOOK_LINES,
     MAX_LINE_BYTES,
@@ -789,17 +789,13 @@ class Confirmer:
             lanes = [x for x in compress(every, took) if x is not None]
             if not starts:
                 return None
-        ends = list(map(data.find, repeat(b"\n"), starts))
-        if ends[-1] < 0:  # (the buffer's last line, without a newline: only the last can be)
-            ends[-1] = len(data)
-        raws = list(map(data.__getitem__, map(slice, starts, ends)))
-        joined = b"\n".join([b"", *raws])  # each line after a newline
+        ends, raws = buf.line_spans(starts)
+        # each line after a newline, and its place in them (the newline before it)
+        joined, places = joined_lines(raws)
         keep = None  # which lines stay in the lane (None: all)
         if max(map(sub, ends, starts)) > MAX_LINE_BYTES or joined.translate(None, _PLAIN_LINES):
             keep = [e - s <= MAX_LINE_BYTES and not raw.translate(None, _PLAIN_BYTES)
                     for s, e, raw in zip(starts, ends, raws, strict=True)]
-        # each line's place in the lines joined (after the newline before it)
-        places = list(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0))
         finder = window_finder() if self.ctx.hyperscan else None
         if finder is not None:  # (a match is a break of the line its last byte is in)
             broken = {bisect_right(places, to - 2) - 1 for to in finder.lane_breaks(joined)}
@@ -818,8 +814,7 @@ class Confirmer:
             starts, raws, lanes = list(compress(starts, keep)), list(compress(raws, keep)), list(compress(lanes, keep))
             if not starts:
                 return None
-            joined = b"\n".join([b"", *raws])
-            places = list(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0))
+            joined, places = joined_lines(raws)
         # confirmed per rule: the lines joined searched once (Hyperscan, exact) or once per pattern (regex)
         rules = sorted({ri for ri, _ in distinct})
         confirmed: dict[int, list[int]] = {}
@@ -832,9 +827,7 @@ class Confirmer:
                 group = list(compress(starts, mine))
                 if not group:
                     continue
-                sub_raws = list(compress(raws, mine))
-                gjoined = b"\n".join([b"", *sub_raws])
-                gplaces = list(accumulate(map(add, map(len, sub_raws[:-1]), repeat(1)), initial=0))
+                gjoined, gplaces = joined_lines(list(compress(raws, mine)))
             bulk = rs.bulk(ri)
             assert bulk is not None
             exact = exact_lines(rs.rules[ri], bulk.not_literals) if finder is not None and EXACT_LANE else None
@@ -953,6 +946,14 @@ class Confirmer:
         said = set(compress(facts, self.statements.nccl_lines_said(raws)))
         return list(filterfalse(said.__contains__, order)) if said else order
 
+    def _count_class(self, pids: set[int]) -> int:
+        """``_count_rule`` of a candidate's pattern ids, kept per set of ids (a single id stands for itself)."""
+        kind = next(iter(pids)) if len(pids) == 1 else frozenset(pids)
+        ri = self.count_rules.get(kind)
+        if ri is None:
+            ri = self.count_rules[kind] = self._count_rule(frozenset(pids))
+        return ri
+
     def _count_rule(self, pids: frozenset[int]) -> int:
         """The rule a candidate with these pattern ids is for, when the count lane may take it: one
         rule, no fact pattern, line scope, its patterns line-bounded (``RuleSet.bulk``), none capturing
@@ -1036,39 +1037,27 @@ class Confirmer:
         lane, which counts runs of them faster. ``order``: the candidates' starts, in line order."""
         rs = self.engine.ruleset
         off = self.engine.budget.off
-        classes = self.count_rules
         begin = buf.begin
         starts: list[int] = []
         rules: list[int] = []
         region = order[bisect_left(order, begin):]
         ids = list(map(lines.__getitem__, region))
         if ids and (ids.count(ids[0]) == len(ids) or all(map(ids[0].__eq__, ids))):  # (one set of ids: classified once)
-            pids = ids[0]
-            kind = next(iter(pids)) if len(pids) == 1 else frozenset(pids)
-            ri = classes.get(kind)
-            if ri is None:
-                ri = classes[kind] = self._count_rule(frozenset(pids))
+            ri = self._count_class(ids[0])
             if ri < 0 or off[ri]:
                 return None
             starts, rules = list(region), [ri] * len(region)
             region = []
+        count_class = self._count_class
         for start in region:
-            pids = lines[start]
-            kind = next(iter(pids)) if len(pids) == 1 else frozenset(pids)
-            ri = classes.get(kind)
-            if ri is None:
-                ri = classes[kind] = self._count_rule(frozenset(pids))
+            ri = count_class(lines[start])
             if ri < 0 or off[ri]:
                 continue
             starts.append(start)
             rules.append(ri)
         if not starts:
             return None
-        data = buf.data
-        ends = list(map(data.find, repeat(b"\n"), starts))
-        if ends[-1] < 0:  # (the buffer's last line, without a newline: only the last can be)
-            ends[-1] = len(data)
-        raws = list(map(data.__getitem__, map(slice, starts, ends)))
+        ends, raws = buf.line_spans(starts)
         joined = b"\n".join(raws)
         if (max(map(sub, ends, starts)) > MAX_LINE_BYTES or joined.translate(None, _PLAIN_LINES) or b"]:" in joined
                 or b"]<std" in joined):  # (else every line is plain: not asked one by one)
@@ -1105,8 +1094,7 @@ class Confirmer:
             # not a ``regex`` match object; else ``regex`` searches the lines joined)
             exact = exact_lines(rs.rules[ri], bulk.not_literals) if finder is not None else None
             if exact is not None:
-                places = list(accumulate(map(add, map(len, group_raws[:-1]), repeat(1)), initial=0))
-                yes = exact.confirmed(b"\n".join([b"", *group_raws]), places)
+                yes = exact.confirmed(*joined_lines(group_raws))
                 if len(yes) == len(group):
                     oks: list[bool] | None = [True] * len(group)
                 else:

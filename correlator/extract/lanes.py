@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from itertools import filterfalse, repeat
-from operator import lt, sub
+from itertools import accumulate, filterfalse, repeat
+from operator import add, lt, sub
 from typing import TYPE_CHECKING
 
 import regex
@@ -75,6 +75,12 @@ def exact_expression(pattern: str) -> str | None:
         else:
             out.append(text)
     return "".join(out)
+
+
+def joined_lines(raws: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """``raws`` joined, each after a newline (what ``ExactLines.confirmed`` reads), and the place of
+    the newline before each."""
+    return b"\n".join([b"", *raws]), list(accumulate(map(add, map(len, raws[:-1]), repeat(1)), initial=0))
 
 
 def _literal(text: str) -> str:

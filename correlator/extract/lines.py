@@ -153,6 +153,15 @@ class Buffer:
         end = self.data.find(b"\n", start)
         return start, (len(self.data) if end < 0 else end)
 
+    def line_spans(self, starts: list[int]) -> tuple[list[int], list[bytes]]:
+        """The ends and bytes of the lines at ``starts`` (in order; only the last may end without a
+        newline, at the data's end), found in C: the lanes' candidate lines."""
+        data = self.data
+        ends = list(map(data.find, repeat(b"\n"), starts))
+        if ends and ends[-1] < 0:
+            ends[-1] = len(data)
+        return ends, list(map(data.__getitem__, map(slice, starts, ends)))
+
     def raw_lines(self, starts: list[int]) -> list[bytes]:
         """``data[s:e]`` for each line start ``s`` of ``starts`` (in order), ``(s, e) = line_at(s)``."""
         data = self.data
